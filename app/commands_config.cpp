@@ -1,0 +1,32 @@
+// `roformer config print|defaults`.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/config.h"
+
+namespace roformer::app {
+
+void register_config_commands(CLI::App& app) {
+  auto* config = app.add_subcommand("config", "Print the resolved config or the reference of every key");
+  config->require_subcommand(1);
+
+  struct PrintArgs {
+    std::string path;
+    std::vector<std::string> overrides;
+  };
+  auto args = std::make_shared<PrintArgs>();
+  auto* print = config->add_subcommand("print", "Print the resolved config (file + --set overrides), validated");
+  print->add_option("-c,--config", args->path, "YAML config file")->required();
+  print->add_option("--set", args->overrides, "Override a key: section.key=value (repeatable)");
+  print->callback([args] { std::cout << config::to_yaml(config::load_config(args->path, args->overrides)); });
+
+  auto markdown = std::make_shared<bool>(false);
+  auto* defaults = config->add_subcommand("defaults", "Print every key with its default, type, range and meaning");
+  defaults->add_flag("--markdown", *markdown, "Markdown table (docs/config.md is generated this way)");
+  defaults->callback([markdown] { std::cout << config::defaults_reference(*markdown); });
+}
+
+}  // namespace roformer::app

@@ -1,0 +1,32 @@
+// roformer: masked-language-model pretraining of RoFormer encoders.
+//
+// Thin entry point: builds the CLI from the registered subcommands, runs the chosen one, and turns
+// user errors (roformer::Error) into one log line and a non-zero exit, without a stack trace.
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <exception>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+int main(int argc, char** argv) {
+  roformer::setup_logging(std::getenv("ROFORMER_LOG_LEVEL") ? std::getenv("ROFORMER_LOG_LEVEL") : "info");
+  CLI::App app{"roformer: masked-language-model pretraining of RoFormer encoders (LibTorch)"};
+  app.set_version_flag("--version", std::string("roformer ") + ROFORMER_VERSION);
+  app.require_subcommand(1);
+  roformer::app::register_config_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const roformer::Error& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    spdlog::error("internal error: {}", e.what());
+    return 2;
+  }
+  return 0;
+}

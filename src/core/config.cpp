@@ -1,0 +1,523 @@
+// YAML loading, overrides, validation and the printed reference for the run configuration.
+//
+// Everything is driven by one table of fields (build_fields below). Each entry knows its section,
+// key, comment, how to read itself from a YAML node (with a type check), how to print itself, and
+// its allowed range or choices. Unknown keys get a "did you mean" from edit distance.
+#include "core/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace roformer::config {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Allowed values of a field: a numeric interval (bounds open or closed) or a list of choices.
+struct Constraint {
+  double lo = -kInf;
+  double hi = kInf;
+  bool lo_open = false;
+  bool hi_open = false;
+  std::vector<std::string> choices;
+
+  bool allows(double v) const {
+    if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+    if (hi_open ? !(v < hi) : !(v <= hi)) return false;
+    return true;
+  }
+  std::string describe() const {
+    auto num = [](double x) { return fmt::format("{}", x); };
+    if (lo > -kInf && hi < kInf)
+      return fmt::format("{}{}, {}{}", lo_open ? "(" : "[", num(lo), num(hi), hi_open ? ")" : "]");
+    if (lo > -kInf) return fmt::format("{} {}", lo_open ? ">" : ">=", num(lo));
+    if (hi < kInf) return fmt::format("{} {}", hi_open ? "<" : "<=", num(hi));
+    return "any";
+  }
+};
+
+Constraint at_least(double lo) { return Constraint{lo, kInf, false, false, {}}; }
+Constraint positive() { return Constraint{0, kInf, true, false, {}}; }
+Constraint unit_interval() { return Constraint{0, 1, false, false, {}}; }
+Constraint unit_interval_open_right() { return Constraint{0, 1, false, true, {}}; }
+Constraint one_of(std::vector<std::string> c) {
+  Constraint k;
+  k.choices = std::move(c);
+  return k;
+}
+
+struct Field {
+  std::string section;
+  std::string key;
+  std::string comment;
+  std::string type;  // for the reference: int, float, bool, string, list
+  Constraint constraint;
+  std::function<void(Config&, const YAML::Node&, const std::string& path)> set;
+  std::function<std::string(const Config&)> get;  // YAML text of the value
+  std::string path() const { return section + "." + key; }
+};
+
+std::string scalar_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+std::string quote_if_needed(const std::string& s) {
+  YAML::Emitter out;
+  out << s;
+  return out.c_str();
+}
+
+[[noreturn]] void type_error(const std::string& path, const YAML::Node& node, const char* expected) {
+  throw Error(fmt::format("config key {}: expected {}, got '{}'", path, expected, scalar_text(node)));
+}
+
+template <class T>
+T parse_value(const YAML::Node& node, const std::string& path) {
+  if (!node.IsDefined() || node.IsNull())
+    throw Error(fmt::format("config key {} has no value; give one or remove the key to keep the default",
+                            path));
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    std::vector<std::string> out;
+    if (node.IsScalar()) return {node.Scalar()};
+    if (!node.IsSequence()) type_error(path, node, "a list of strings");
+    for (const auto& item : node) {
+      if (!item.IsScalar()) type_error(path, node, "a list of strings");
+      out.push_back(item.Scalar());
+    }
+    return out;
+  } else {
+    if (!node.IsScalar()) {
+      type_error(path, node,
+                 std::is_same_v<T, bool>      ? "true or false"
+                 : std::is_same_v<T, int64_t> ? "an integer"
+                 : std::is_same_v<T, double>  ? "a number"
+                                              : "a string");
+    }
+    if constexpr (std::is_same_v<T, std::string>) {
+      return node.Scalar();
+    } else if constexpr (std::is_same_v<T, bool>) {
+      const std::string& s = node.Scalar();
+      if (s == "true" || s == "True" || s == "TRUE") return true;
+      if (s == "false" || s == "False" || s == "FALSE") return false;
+      type_error(path, node, "true or false");
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      const std::string& s = node.Scalar();
+      size_t used = 0;
+      int64_t v = 0;
+      try {
+        v = std::stoll(s, &used, 10);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != s.size()) {
+        // Accept integral floats written in scientific notation (1e6) for step counts.
+        try {
+          double d = std::stod(s, &used);
+          if (used == s.size() && std::floor(d) == d && std::fabs(d) < 9e18) return static_cast<int64_t>(d);
+        } catch (const std::exception&) {
+        }
+        type_error(path, node, "an integer");
+      }
+      return v;
+    } else {
+      static_assert(std::is_same_v<T, double>);
+      const std::string& s = node.Scalar();
+      size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(s, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != s.size() || !std::isfinite(v)) type_error(path, node, "a finite number");
+      return v;
+    }
+  }
+}
+
+template <class T>
+std::string format_value(const T& v) {
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + quote_if_needed(v[i]);
+    return out + "]";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v.empty() ? "\"\"" : quote_if_needed(v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_same_v<T, double>) {
+    std::string s = fmt::format("{}", v);
+    // Keep floats recognizable as floats when printed back (1 -> 1.0).
+    if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+    return s;
+  } else {
+    return fmt::format("{}", v);
+  }
+}
+
+template <class T>
+const char* type_name() {
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) return "list";
+  else if constexpr (std::is_same_v<T, std::string>) return "string";
+  else if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (std::is_same_v<T, double>) return "float";
+  else return "int";
+}
+
+template <class Accessor>
+void add(std::vector<Field>& fields, const char* section, const char* key, Accessor access,
+         const char* comment, Constraint constraint = {}) {
+  using T = std::decay_t<decltype(access(std::declval<Config&>()))>;
+  Field f;
+  f.section = section;
+  f.key = key;
+  f.comment = comment;
+  f.type = type_name<T>();
+  f.constraint = constraint;
+  f.set = [access, constraint](Config& c, const YAML::Node& node, const std::string& path) {
+    T value = parse_value<T>(node, path);
+    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+      if (!constraint.allows(static_cast<double>(value)))
+        throw Error(fmt::format("config key {} = {} is out of range: allowed {}", path,
+                                format_value(value), constraint.describe()));
+    }
+    if constexpr (std::is_same_v<T, std::string>) {
+      const auto& ch = constraint.choices;
+      if (!ch.empty() && std::find(ch.begin(), ch.end(), value) == ch.end()) {
+        std::string list;
+        for (const auto& c2 : ch) list += (list.empty() ? "" : ", ") + c2;
+        throw Error(fmt::format("config key {} = '{}' is not allowed: choose one of {}", path, value, list));
+      }
+    }
+    access(c) = std::move(value);
+  };
+  f.get = [access](const Config& c) { return format_value(access(const_cast<Config&>(c))); };
+  fields.push_back(std::move(f));
+}
+
+#define ROFORMER_FIELD(sec, key, comment, ...) \
+  add(f, #sec, #key, [](Config& c) -> auto& { return c.sec.key; }, comment, ##__VA_ARGS__)
+
+std::vector<Field> build_fields() {
+  std::vector<Field> f;
+  // model
+  ROFORMER_FIELD(model, vocab_size, "Vocabulary size V; 0 takes it from the tokenizer", at_least(0));
+  ROFORMER_FIELD(model, hidden_size, "Hidden size H", at_least(1));
+  ROFORMER_FIELD(model, num_layers, "Number of encoder layers", at_least(1));
+  ROFORMER_FIELD(model, num_heads, "Attention heads N; H must divide by N and H/N be even", at_least(1));
+  ROFORMER_FIELD(model, intermediate_size, "Feed-forward inner size", at_least(1));
+  ROFORMER_FIELD(model, embedding_size,
+                 "Word-embedding size E; 0 means H; E < H adds an E->H projection (ALBERT-style)", at_least(0));
+  ROFORMER_FIELD(model, max_position_embeddings, "Rows of the rotary sin/cos table (longest sequence)",
+                 at_least(1));
+  ROFORMER_FIELD(model, type_vocab_size, "Token-type embeddings (Hugging Face default 2); 0 disables",
+                 at_least(0));
+  ROFORMER_FIELD(model, hidden_dropout, "Dropout on embeddings and sublayer outputs", unit_interval_open_right());
+  ROFORMER_FIELD(model, attention_dropout, "Dropout on attention probabilities", unit_interval_open_right());
+  ROFORMER_FIELD(model, layer_norm_eps, "LayerNorm epsilon (Hugging Face default 1e-12)", positive());
+  ROFORMER_FIELD(model, initializer_range, "Std of the normal weight initialization", positive());
+  ROFORMER_FIELD(model, rotary_base, "Rotary base: theta_i = base^(-2i/D)", positive());
+  ROFORMER_FIELD(model, rotary_value, "Also apply the rotary embedding to the values");
+  ROFORMER_FIELD(model, norm, "post: LayerNorm after each residual (BERT, Hugging Face); pre: before, plus a final LayerNorm",
+                 one_of({"post", "pre"}));
+  ROFORMER_FIELD(model, attention, "softmax: scaled dot-product attention; linear: the paper's elu+1 linear attention",
+                 one_of({"softmax", "linear"}));
+  ROFORMER_FIELD(model, hidden_act, "Feed-forward activation", one_of({"gelu", "gelu_tanh", "relu"}));
+  ROFORMER_FIELD(model, gradient_checkpointing, "Recompute each layer in backward to save activation memory");
+  // tokenizer
+  ROFORMER_FIELD(tokenizer, model, "Existing SentencePiece .model to use; empty trains one into RUN_DIR/tokenizer");
+  ROFORMER_FIELD(tokenizer, input, "Text files to train the tokenizer on; empty uses data.train_files");
+  ROFORMER_FIELD(tokenizer, vocab_size, "Vocabulary size of a trained tokenizer, special tokens included", at_least(16));
+  ROFORMER_FIELD(tokenizer, model_type, "SentencePiece algorithm", one_of({"unigram", "bpe"}));
+  ROFORMER_FIELD(tokenizer, character_coverage, "Fraction of characters covered by the vocabulary",
+                 Constraint{0, 1, true, false, {}});
+  ROFORMER_FIELD(tokenizer, input_sentence_size, "Lines sampled from large inputs (bounds memory and time)",
+                 at_least(1));
+  ROFORMER_FIELD(tokenizer, seed, "Seed of the sampling", at_least(0));
+  // data
+  ROFORMER_FIELD(data, train_files, "Training text (plain text or JSONL), or a prepared directory");
+  ROFORMER_FIELD(data, valid_files, "Validation text, or a prepared directory; empty disables evaluation");
+  ROFORMER_FIELD(data, prepared_dir, "Where prepared token shards are written; empty means RUN_DIR/data");
+  ROFORMER_FIELD(data, max_seq_len, "Sequence length T, [CLS] and [SEP] included", at_least(8));
+  ROFORMER_FIELD(data, packing, "full: pack documents into full sequences (no padding); document: one document per sequence, padded",
+                 one_of({"full", "document"}));
+  ROFORMER_FIELD(data, num_workers, "Background threads building batches", at_least(0));
+  ROFORMER_FIELD(data, prefetch, "Batches queued ahead of the training step", at_least(1));
+  ROFORMER_FIELD(data, jsonl_field, "Field holding the text in JSONL inputs");
+  // masking
+  ROFORMER_FIELD(masking, mask_prob, "Fraction of positions chosen for prediction", Constraint{0, 1, true, true, {}});
+  ROFORMER_FIELD(masking, mask_token_rate, "Of the chosen positions, fraction replaced by [MASK]", unit_interval());
+  ROFORMER_FIELD(masking, random_token_rate, "Of the chosen positions, fraction replaced by a random token",
+                 unit_interval());
+  ROFORMER_FIELD(masking, whole_word, "Choose whole words (SentencePiece word-start pieces) instead of pieces");
+  ROFORMER_FIELD(masking, exact_count, "Exactly round(p*n) positions per sequence (static shapes) instead of Bernoulli(p)");
+  // optimizer
+  ROFORMER_FIELD(optimizer, lr, "Peak learning rate", positive());
+  ROFORMER_FIELD(optimizer, beta1, "AdamW beta1", unit_interval_open_right());
+  ROFORMER_FIELD(optimizer, beta2, "AdamW beta2", unit_interval_open_right());
+  ROFORMER_FIELD(optimizer, eps, "AdamW epsilon", positive());
+  ROFORMER_FIELD(optimizer, weight_decay, "Decoupled weight decay for Linear weights", at_least(0));
+  ROFORMER_FIELD(optimizer, decay_embeddings, "Also decay the embedding matrices");
+  ROFORMER_FIELD(optimizer, grad_clip, "Clip the global gradient norm to this; 0 disables", at_least(0));
+  ROFORMER_FIELD(optimizer, fused, "Use the fused AdamW kernel on CUDA when available");
+  // schedule
+  ROFORMER_FIELD(schedule, type, "Decay after warmup", one_of({"linear", "cosine", "constant"}));
+  ROFORMER_FIELD(schedule, warmup_steps, "Linear warmup steps from 0 to optimizer.lr", at_least(0));
+  ROFORMER_FIELD(schedule, min_lr, "Learning rate reached at the last step", at_least(0));
+  // train
+  ROFORMER_FIELD(train, steps, "Optimizer steps", at_least(1));
+  ROFORMER_FIELD(train, batch_size, "Sequences per micro-batch", at_least(1));
+  ROFORMER_FIELD(train, grad_accum, "Micro-batches per optimizer step", at_least(1));
+  ROFORMER_FIELD(train, precision, "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, CUDA only)",
+                 one_of({"fp32", "bf16", "fp16"}));
+  ROFORMER_FIELD(train, device, "auto (CUDA when available), cpu, cuda or cuda:N");
+  ROFORMER_FIELD(train, seed, "Seed of initialization, data order, masking and dropout", at_least(0));
+  ROFORMER_FIELD(train, run_dir, "Directory for logs, metrics, checkpoints and the resolved config");
+  ROFORMER_FIELD(train, num_threads, "CPU intra-op threads; 0 keeps LibTorch's default", at_least(0));
+  // checkpoint
+  ROFORMER_FIELD(checkpoint, every, "Save every N steps; 0 saves only at the end (and on SIGINT/SIGTERM)",
+                 at_least(0));
+  ROFORMER_FIELD(checkpoint, keep_last, "Complete checkpoints kept; older ones are deleted", at_least(1));
+  // logging
+  ROFORMER_FIELD(logging, every, "Log a progress line and a metrics record every N steps", at_least(1));
+  ROFORMER_FIELD(logging, progress, "auto: a live bar on a terminal, plain lines otherwise",
+                 one_of({"auto", "bar", "plain"}));
+  ROFORMER_FIELD(logging, level, "Console log level", one_of({"trace", "debug", "info", "warn", "error"}));
+  // eval
+  ROFORMER_FIELD(eval, every, "Evaluate on the validation set every N steps; 0 only at the end", at_least(0));
+  ROFORMER_FIELD(eval, max_sequences, "Validation sequences evaluated (a fixed, deterministic set)", at_least(1));
+  ROFORMER_FIELD(eval, batch_size, "Sequences per evaluation batch", at_least(1));
+  ROFORMER_FIELD(eval, seed, "Seed of the evaluation masks (fixed so figures compare across runs)", at_least(0));
+  return f;
+}
+#undef ROFORMER_FIELD
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = build_fields();
+  return table;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// The candidate closest to `word`: edit distance, also against the candidate's prefix of the same
+// length plus one, so a key typed short (model.hiden for model.hidden_size) still finds its match.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (c.size() > word.size()) d = std::min(d, edit_distance(word, c.substr(0, word.size())) + 1);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const auto& f : fields())
+    if (std::find(out.begin(), out.end(), f.section) == out.end()) out.push_back(f.section);
+  return out;
+}
+
+const Field* find_field(const std::string& path) {
+  for (const auto& f : fields())
+    if (f.path() == path) return &f;
+  return nullptr;
+}
+
+[[noreturn]] void unknown_key(const std::string& path) {
+  throw Error(fmt::format("unknown config key {}; did you mean {}? (`roformer config defaults` lists every key)",
+                          path, nearest(path, all_keys())));
+}
+
+void apply_yaml(Config& config, const YAML::Node& root, const std::string& origin) {
+  if (!root || root.IsNull()) return;  // an empty file keeps every default
+  if (!root.IsMap())
+    throw Error(fmt::format("{}: the config must be a mapping of sections (model:, train:, ...)", origin));
+  const auto sections = section_names();
+  for (const auto& sec : root) {
+    const std::string name = sec.first.as<std::string>();
+    if (std::find(sections.begin(), sections.end(), name) == sections.end())
+      throw Error(fmt::format("{}: unknown config section '{}'; did you mean '{}'? Sections: model, tokenizer, "
+                              "data, masking, optimizer, schedule, train, checkpoint, logging, eval",
+                              origin, name, nearest(name, sections)));
+    if (sec.second.IsNull()) continue;
+    if (!sec.second.IsMap())
+      throw Error(fmt::format("{}: section '{}' must be a mapping of keys", origin, name));
+    for (const auto& kv : sec.second) {
+      const std::string path = name + "." + kv.first.as<std::string>();
+      const Field* f = find_field(path);
+      if (!f) unknown_key(path);
+      f->set(config, kv.second, path);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> all_keys() {
+  std::vector<std::string> out;
+  for (const auto& f : fields()) out.push_back(f.path());
+  return out;
+}
+
+void apply_override(Config& config, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error(fmt::format("override '{}' is not of the form section.key=value (for example "
+                            "--set train.steps=1000)", assignment));
+  const std::string path = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  const Field* f = find_field(path);
+  if (!f) unknown_key(path);
+  YAML::Node node;
+  if (text.empty()) {
+    node = YAML::Node(std::string());  // --set tokenizer.model= clears a string
+  } else {
+    try {
+      node = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      throw Error(fmt::format("override {}: value '{}' is not valid YAML: {}", path, text, e.msg));
+    }
+  }
+  f->set(config, node, path);
+}
+
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                    const std::string& origin) {
+  Config config;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw Error(fmt::format("{}: malformed YAML at line {}, column {}: {}", origin, e.mark.line + 1,
+                            e.mark.column + 1, e.msg));
+  }
+  apply_yaml(config, root, origin);
+  for (const auto& o : overrides) apply_override(config, o);
+  validate(config);
+  return config;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(fmt::format("cannot read config file '{}': no such file or not readable. "
+                            "Configs ship in configs/ (for example configs/tiny.yaml)", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), overrides, path);
+}
+
+void validate(const Config& c) {
+  auto fail = [](const std::string& msg) { throw Error("invalid config: " + msg); };
+  const auto& m = c.model;
+  if (m.hidden_size % m.num_heads != 0)
+    fail(fmt::format("model.hidden_size ({}) must be divisible by model.num_heads ({})", m.hidden_size,
+                     m.num_heads));
+  if (head_dim(m) % 2 != 0)
+    fail(fmt::format("the head dimension model.hidden_size / model.num_heads = {} must be even (rotary "
+                     "embeddings rotate pairs of dimensions); change model.num_heads or model.hidden_size",
+                     head_dim(m)));
+  if (m.embedding_size > m.hidden_size)
+    fail(fmt::format("model.embedding_size ({}) must be <= model.hidden_size ({}), or 0 to use hidden_size",
+                     m.embedding_size, m.hidden_size));
+  if (m.attention == "linear" && m.rotary_value)
+    fail("model.rotary_value is only supported with model.attention: softmax");
+  if (m.vocab_size != 0 && m.vocab_size < 6)
+    fail(fmt::format("model.vocab_size ({}) must leave room for the 5 special tokens; use 0 to take it from "
+                     "the tokenizer", m.vocab_size));
+  if (c.data.max_seq_len > m.max_position_embeddings)
+    fail(fmt::format("data.max_seq_len ({}) exceeds model.max_position_embeddings ({})", c.data.max_seq_len,
+                     m.max_position_embeddings));
+  const auto& k = c.masking;
+  if (k.mask_token_rate + k.random_token_rate > 1.0 + 1e-12)
+    fail(fmt::format("masking.mask_token_rate + masking.random_token_rate = {} must be <= 1",
+                     k.mask_token_rate + k.random_token_rate));
+  if (c.schedule.warmup_steps > c.train.steps)
+    fail(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", c.schedule.warmup_steps,
+                     c.train.steps));
+  if (c.schedule.min_lr > c.optimizer.lr)
+    fail(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", c.schedule.min_lr, c.optimizer.lr));
+  const auto& dev = c.train.device;
+  if (!(dev == "auto" || dev == "cpu" || dev == "cuda" || dev.rfind("cuda:", 0) == 0))
+    fail(fmt::format("train.device = '{}': use auto, cpu, cuda or cuda:N", dev));
+  if (dev == "cpu" && c.train.precision == "fp16")
+    fail("train.precision fp16 needs CUDA; use fp32 or bf16 with train.device: cpu");
+  if (c.train.run_dir.empty()) fail("train.run_dir must not be empty");
+}
+
+std::string to_yaml(const Config& config) {
+  std::string out;
+  std::string section;
+  for (const auto& f : fields()) {
+    if (f.section != section) {
+      section = f.section;
+      out += section + ":\n";
+    }
+    out += fmt::format("  {}: {}\n", f.key, f.get(config));
+  }
+  return out;
+}
+
+std::string defaults_reference(bool markdown) {
+  const Config defaults;
+  std::string out;
+  std::string section;
+  if (markdown) {
+    out += "# Configuration reference\n\n"
+           "Generated by `roformer config defaults --markdown`; do not edit by hand (a test checks it).\n"
+           "Set keys in a YAML file (`roformer train -c FILE`) or override them with "
+           "`--set section.key=value`.\n";
+  }
+  for (const auto& f : fields()) {
+    if (f.section != section) {
+      section = f.section;
+      if (markdown)
+        out += fmt::format("\n## {}\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n",
+                           section);
+      else
+        out += section + ":\n";
+    }
+    std::string allowed;
+    if (!f.constraint.choices.empty()) {
+      for (const auto& c : f.constraint.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+    } else if (f.type == "int" || f.type == "float") {
+      allowed = f.constraint.describe();
+    } else {
+      allowed = f.type == "bool" ? "true, false" : "any";
+    }
+    if (markdown)
+      out += fmt::format("| `{}.{}` | {} | `{}` | {} | {} |\n", f.section, f.key, f.type, f.get(defaults), allowed,
+                         f.comment);
+    else
+      out += fmt::format("  {}: {}  # {} ({}: {})\n", f.key, f.get(defaults), f.comment, f.type, allowed);
+  }
+  return out;
+}
+
+}  // namespace roformer::config

@@ -1,0 +1,148 @@
+// The run configuration: one typed struct per section, defaults in code, one comment per field.
+//
+// The YAML loader, `--set section.key=value` overrides, validation and the printed reference
+// (`roformer config defaults`, docs/config.md) all come from the single field table in config.cpp,
+// so a field added there is loadable, overridable, validated and documented at once.
+// This header is deliberately free of yaml-cpp and LibTorch includes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace roformer::config {
+
+struct ModelConfig {
+  int64_t vocab_size = 0;                 // 0: taken from the tokenizer
+  int64_t hidden_size = 768;              // H
+  int64_t num_layers = 12;                // encoder layers
+  int64_t num_heads = 12;                 // N; head dim D = H / N must be even (rotary pairs)
+  int64_t intermediate_size = 3072;       // feed-forward inner size
+  int64_t embedding_size = 0;             // E; 0: equal to hidden_size; E < H adds an E->H projection
+  int64_t max_position_embeddings = 1536; // rows of the rotary sin/cos table
+  int64_t type_vocab_size = 2;            // token-type embeddings; 0 disables them
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double layer_norm_eps = 1e-12;
+  double initializer_range = 0.02;
+  double rotary_base = 10000.0;           // theta_i = base^(-2i/D)
+  bool rotary_value = false;              // also rotate V
+  std::string norm = "post";              // post | pre
+  std::string attention = "softmax";      // softmax | linear
+  std::string hidden_act = "gelu";        // gelu | gelu_tanh | relu
+  bool gradient_checkpointing = false;
+};
+
+struct TokenizerConfig {
+  std::string model = "";                 // existing SentencePiece .model; empty: train one
+  std::vector<std::string> input;         // text used to train it (defaults to data.train_files)
+  int64_t vocab_size = 8000;
+  std::string model_type = "unigram";     // unigram | bpe
+  double character_coverage = 0.9995;
+  int64_t input_sentence_size = 2000000;  // lines sampled from large inputs
+  int64_t seed = 42;
+};
+
+struct DataConfig {
+  std::vector<std::string> train_files;   // raw text / JSONL, or a prepared directory
+  std::vector<std::string> valid_files;
+  std::string prepared_dir = "";          // where prepared shards go; empty: RUN_DIR/data
+  int64_t max_seq_len = 512;              // T, including [CLS] and [SEP]
+  std::string packing = "full";           // full (pack documents, no padding) | document (pad)
+  int64_t num_workers = 2;                // background batch builders
+  int64_t prefetch = 4;                   // batches queued ahead
+  std::string jsonl_field = "text";
+};
+
+struct MaskingConfig {
+  double mask_prob = 0.15;                // fraction of positions predicted
+  double mask_token_rate = 0.8;           // of those, replaced by [MASK]
+  double random_token_rate = 0.1;         // of those, replaced by a random non-special token
+  bool whole_word = false;
+  bool exact_count = true;                // round(p * n) per sequence (static predicted count)
+};
+
+struct OptimizerConfig {
+  double lr = 5e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.98;
+  double eps = 1e-6;
+  double weight_decay = 0.01;
+  bool decay_embeddings = false;
+  double grad_clip = 1.0;                 // max global grad norm; 0 disables clipping
+  bool fused = true;                      // fused AdamW kernel on CUDA when available
+};
+
+struct ScheduleConfig {
+  std::string type = "linear";            // linear | cosine | constant
+  int64_t warmup_steps = 1000;
+  double min_lr = 0.0;
+};
+
+struct TrainConfig {
+  int64_t steps = 100000;
+  int64_t batch_size = 32;                // sequences per micro-batch
+  int64_t grad_accum = 1;
+  std::string precision = "bf16";         // fp32 | bf16 | fp16
+  std::string device = "auto";            // auto | cpu | cuda | cuda:N
+  int64_t seed = 1234;
+  std::string run_dir = "runs/default";
+  int64_t num_threads = 0;                // CPU intra-op threads; 0: LibTorch default
+};
+
+struct CheckpointConfig {
+  int64_t every = 1000;                   // steps; 0: only at the end
+  int64_t keep_last = 3;
+};
+
+struct LoggingConfig {
+  int64_t every = 10;
+  std::string progress = "auto";          // auto | bar | plain
+  std::string level = "info";             // trace | debug | info | warn | error
+};
+
+struct EvalConfig {
+  int64_t every = 1000;                   // steps; 0 disables periodic evaluation
+  int64_t max_sequences = 2048;
+  int64_t batch_size = 32;
+  int64_t seed = 0;
+};
+
+struct Config {
+  ModelConfig model;
+  TokenizerConfig tokenizer;
+  DataConfig data;
+  MaskingConfig masking;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+  EvalConfig eval;
+};
+
+// Loads a YAML file (missing sections and keys keep their defaults), applies `section.key=value`
+// overrides in order, then validates. Throws roformer::Error naming the offending key.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from YAML text (tests, checkpoints).
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
+                    const std::string& origin = "<string>");
+// Applies one `section.key=value` override; the value is parsed as YAML (so `[a, b]` is a list).
+void apply_override(Config& config, const std::string& assignment);
+// Range and cross-field checks. Throws roformer::Error.
+void validate(const Config& config);
+
+// The resolved config as YAML (round-trips through parse_config).
+std::string to_yaml(const Config& config);
+// Every key with its default and comment: YAML with comments, or a Markdown table.
+std::string defaults_reference(bool markdown);
+// Every "section.key" path, in table order.
+std::vector<std::string> all_keys();
+
+// The head dimension and effective embedding size implied by the model section.
+inline int64_t head_dim(const ModelConfig& m) { return m.hidden_size / m.num_heads; }
+inline int64_t effective_embedding_size(const ModelConfig& m) {
+  return m.embedding_size > 0 ? m.embedding_size : m.hidden_size;
+}
+
+}  // namespace roformer::config

@@ -1,0 +1,13 @@
+// Console and file logging through spdlog. The model never logs; the trainer and commands do.
+#pragma once
+
+#include <string>
+
+namespace roformer {
+
+// Console sink on stderr at the given level (trace|debug|info|warn|error). Idempotent.
+void setup_logging(const std::string& level = "info");
+// Also write every message (at info and above) to `path`, appending.
+void add_log_file(const std::string& path);
+
+}  // namespace roformer

@@ -1,0 +1,174 @@
+// Config: defaults, YAML loading, overrides, and one test per class of bad input, checking the message.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "test_util.h"
+
+using roformer::Error;
+using namespace roformer::config;
+
+namespace {
+
+// Runs `fn`, expects roformer::Error, and returns its message.
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected roformer::Error";
+  return "";
+}
+
+}  // namespace
+
+TEST(Config, DefaultsAreRoformerBase) {
+  Config c;
+  EXPECT_EQ(c.model.hidden_size, 768);
+  EXPECT_EQ(c.model.num_layers, 12);
+  EXPECT_EQ(c.model.num_heads, 12);
+  EXPECT_EQ(c.model.norm, "post");
+  EXPECT_DOUBLE_EQ(c.model.layer_norm_eps, 1e-12);
+  EXPECT_DOUBLE_EQ(c.masking.mask_prob, 0.15);
+  EXPECT_EQ(effective_embedding_size(c.model), 768);
+  EXPECT_EQ(head_dim(c.model), 64);
+  EXPECT_NO_THROW(validate(c));
+}
+
+TEST(Config, LoadsYamlAndKeepsDefaultsForMissingKeys) {
+  Config c = parse_config("model:\n  hidden_size: 256\n  num_heads: 4\n  norm: pre\n"
+                          "data:\n  train_files: [a.txt, b.txt]\nschedule:\n  warmup_steps: 10\ntrain:\n  steps: 50\n");
+  EXPECT_EQ(c.model.hidden_size, 256);
+  EXPECT_EQ(c.model.num_heads, 4);
+  EXPECT_EQ(c.model.norm, "pre");
+  EXPECT_EQ(c.model.num_layers, 12);  // default kept
+  EXPECT_EQ(c.train.steps, 50);
+  ASSERT_EQ(c.data.train_files.size(), 2u);
+  EXPECT_EQ(c.data.train_files[1], "b.txt");
+}
+
+TEST(Config, EmptyDocumentIsAllDefaults) {
+  Config c = parse_config("");
+  EXPECT_EQ(c.model.hidden_size, Config{}.model.hidden_size);
+}
+
+TEST(Config, OverridesAreTypedLikeYaml) {
+  Config c = parse_config("", {"model.hidden_size=128", "model.num_heads=2", "optimizer.lr=3e-4",
+                               "model.rotary_value=true", "data.valid_files=[x.txt, y.txt]",
+                               "tokenizer.model=tok.model"});
+  EXPECT_EQ(c.model.hidden_size, 128);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 3e-4);
+  EXPECT_TRUE(c.model.rotary_value);
+  ASSERT_EQ(c.data.valid_files.size(), 2u);
+  EXPECT_EQ(c.tokenizer.model, "tok.model");
+  // Later overrides win, and apply after the file.
+  Config d = parse_config("train:\n  steps: 10\nschedule:\n  warmup_steps: 1\n", {"train.steps=20", "train.steps=30"});
+  EXPECT_EQ(d.train.steps, 30);
+}
+
+TEST(Config, ResolvedYamlRoundTrips) {
+  Config c = parse_config("", {"model.hidden_size=96", "model.num_heads=3", "model.layer_norm_eps=1e-5",
+                               "data.train_files=[a b.txt, 'c: d.txt']", "optimizer.lr=0.001", "model.rotary_base=10000"});
+  const std::string text = to_yaml(c);
+  Config d = parse_config(text);
+  EXPECT_EQ(to_yaml(d), text);
+  EXPECT_EQ(d.data.train_files[1], "c: d.txt");
+  EXPECT_DOUBLE_EQ(d.model.layer_norm_eps, 1e-5);
+  EXPECT_NE(text.find("rotary_base: 10000.0"), std::string::npos) << text;
+}
+
+TEST(Config, UnknownKeySuggestsNearest) {
+  auto msg = error_of([] { parse_config("model:\n  hiden_size: 10\n"); });
+  EXPECT_NE(msg.find("unknown config key model.hiden_size; did you mean model.hidden_size?"), std::string::npos) << msg;
+}
+
+TEST(Config, UnknownSectionSuggestsNearest) {
+  auto msg = error_of([] { parse_config("modle:\n  hidden_size: 10\n"); });
+  EXPECT_NE(msg.find("unknown config section 'modle'; did you mean 'model'?"), std::string::npos) << msg;
+}
+
+TEST(Config, OverrideOfUnknownKey) {
+  auto msg = error_of([] { parse_config("", {"train.step=5"}); });
+  EXPECT_NE(msg.find("unknown config key train.step; did you mean train.steps?"), std::string::npos) << msg;
+  auto msg2 = error_of([] { parse_config("", {"train.steps"}); });
+  EXPECT_NE(msg2.find("not of the form section.key=value"), std::string::npos) << msg2;
+}
+
+TEST(Config, WrongTypeNamesKeyAndValue) {
+  auto msg = error_of([] { parse_config("model:\n  hidden_size: big\n"); });
+  EXPECT_NE(msg.find("config key model.hidden_size: expected an integer, got 'big'"), std::string::npos) << msg;
+  auto msg2 = error_of([] { parse_config("", {"model.rotary_value=maybe"}); });
+  EXPECT_NE(msg2.find("model.rotary_value: expected true or false, got 'maybe'"), std::string::npos) << msg2;
+  auto msg3 = error_of([] { parse_config("optimizer:\n  lr: [1, 2]\n"); });
+  EXPECT_NE(msg3.find("optimizer.lr: expected a number"), std::string::npos) << msg3;
+  auto msg4 = error_of([] { parse_config("train:\n  steps: 2.5\n"); });
+  EXPECT_NE(msg4.find("train.steps: expected an integer, got '2.5'"), std::string::npos) << msg4;
+}
+
+TEST(Config, OutOfRangeNamesAllowedRange) {
+  auto msg = error_of([] { parse_config("masking:\n  mask_prob: 1.5\n"); });
+  EXPECT_NE(msg.find("masking.mask_prob = 1.5 is out of range: allowed (0, 1)"), std::string::npos) << msg;
+  auto msg2 = error_of([] { parse_config("", {"train.batch_size=0"}); });
+  EXPECT_NE(msg2.find("train.batch_size = 0 is out of range: allowed >= 1"), std::string::npos) << msg2;
+  auto msg3 = error_of([] { parse_config("", {"model.norm=middle"}); });
+  EXPECT_NE(msg3.find("model.norm = 'middle' is not allowed: choose one of post, pre"), std::string::npos) << msg3;
+}
+
+TEST(Config, CrossFieldChecks) {
+  auto msg = error_of([] { parse_config("", {"model.hidden_size=100", "model.num_heads=3"}); });
+  EXPECT_NE(msg.find("model.hidden_size (100) must be divisible by model.num_heads (3)"), std::string::npos) << msg;
+  auto msg2 = error_of([] { parse_config("", {"model.hidden_size=96", "model.num_heads=32"}); });
+  EXPECT_NE(msg2.find("head dimension"), std::string::npos) << msg2;
+  EXPECT_NE(msg2.find("must be even"), std::string::npos) << msg2;
+  auto msg3 = error_of([] { parse_config("", {"model.embedding_size=1024"}); });
+  EXPECT_NE(msg3.find("model.embedding_size (1024) must be <= model.hidden_size (768)"), std::string::npos) << msg3;
+  auto msg4 = error_of([] { parse_config("", {"masking.mask_token_rate=0.8", "masking.random_token_rate=0.3"}); });
+  EXPECT_NE(msg4.find("mask_token_rate + masking.random_token_rate"), std::string::npos) << msg4;
+  auto msg5 = error_of([] { parse_config("", {"train.steps=10", "schedule.warmup_steps=20"}); });
+  EXPECT_NE(msg5.find("schedule.warmup_steps (20) must be <= train.steps (10)"), std::string::npos) << msg5;
+  auto msg6 = error_of([] { parse_config("", {"data.max_seq_len=4096"}); });
+  EXPECT_NE(msg6.find("data.max_seq_len (4096) exceeds model.max_position_embeddings (1536)"), std::string::npos)
+      << msg6;
+  auto msg7 = error_of([] { parse_config("", {"train.device=tpu"}); });
+  EXPECT_NE(msg7.find("train.device = 'tpu'"), std::string::npos) << msg7;
+}
+
+TEST(Config, MissingFileSaysWhereConfigsAre) {
+  auto msg = error_of([] { load_config("/nonexistent/dir/x.yaml"); });
+  EXPECT_NE(msg.find("cannot read config file '/nonexistent/dir/x.yaml'"), std::string::npos) << msg;
+}
+
+TEST(Config, MalformedYamlGivesLine) {
+  auto msg = error_of([] { parse_config("model:\n  hidden_size: [1, 2\n", {}, "bad.yaml"); });
+  EXPECT_NE(msg.find("bad.yaml: malformed YAML at line"), std::string::npos) << msg;
+  auto msg2 = error_of([] { parse_config("- a\n- b\n", {}, "list.yaml"); });
+  EXPECT_NE(msg2.find("must be a mapping"), std::string::npos) << msg2;
+}
+
+TEST(Config, NullValueIsAnError) {
+  auto msg = error_of([] { parse_config("model:\n  hidden_size:\n"); });
+  EXPECT_NE(msg.find("model.hidden_size has no value"), std::string::npos) << msg;
+}
+
+TEST(Config, ShippedConfigsLoad) {
+  const std::string src = roformer::test::source_dir();
+  for (const char* name : {"tiny.yaml", "base.yaml", "base-factorized.yaml", "base-preln.yaml"}) {
+    const std::string path = src + "/configs/" + name;
+    EXPECT_NO_THROW(load_config(path)) << path;
+  }
+}
+
+TEST(Config, ReferenceListsEveryKey) {
+  const std::string ref = defaults_reference(false);
+  const std::string md = defaults_reference(true);
+  for (const auto& key : all_keys()) {
+    const std::string leaf = key.substr(key.find('.') + 1);
+    EXPECT_NE(ref.find("  " + leaf + ":"), std::string::npos) << key;
+    EXPECT_NE(md.find("`" + key + "`"), std::string::npos) << key;
+  }
+}
