@@ -1,0 +1,204 @@
+#include "train/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/hash.h"
+
+namespace roformer::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kLatest = "latest";
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void write_file_checked(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) throw Error(fmt::format("cannot write '{}': {} (is the disk full?)", path, std::strerror(errno)));
+}
+
+namespace {
+
+bool parse_step_name(const std::string& name, int64_t* step) {
+  if (name.rfind("step_", 0) != 0 || name.size() <= 5) return false;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  *step = std::stoll(name.substr(5));
+  return true;
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + fmt::format(".tmp-{}", ::getpid());
+  try {
+    write_file_checked(tmp, text);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fsync_path(tmp, false);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(fmt::format("cannot replace '{}': {}", path, ec.message()));
+  }
+  fsync_path(fs::path(path).parent_path().string(), true);
+}
+
+CheckpointWriter::CheckpointWriter(const std::string& checkpoints_dir, int64_t step)
+    : checkpoints_dir_(checkpoints_dir), final_name_(checkpoint_name(step)) {
+  std::error_code ec;
+  fs::create_directories(checkpoints_dir_, ec);
+  if (ec) throw Error(fmt::format("cannot create checkpoint directory '{}': {}", checkpoints_dir_, ec.message()));
+  tmp_dir_ = (fs::path(checkpoints_dir_) / fmt::format(".tmp-{}-{}", final_name_, ::getpid())).string();
+  fs::remove_all(tmp_dir_, ec);
+  fs::create_directories(tmp_dir_, ec);
+  if (ec) throw Error(fmt::format("cannot create '{}': {}", tmp_dir_, ec.message()));
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (!committed_) {
+    std::error_code ec;
+    fs::remove_all(tmp_dir_, ec);
+  }
+}
+
+std::string CheckpointWriter::path(const std::string& name) const { return (fs::path(tmp_dir_) / name).string(); }
+
+std::string CheckpointWriter::commit() {
+  nlohmann::json files = nlohmann::json::object();
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(tmp_dir_))
+    if (entry.is_regular_file()) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    const std::string p = path(name);
+    fsync_path(p, false);
+    files[name] = {{"size", fs::file_size(p)}, {"checksum", core::file_checksum(p)}};
+  }
+  nlohmann::json manifest = {{"format", "roformer-checkpoint"}, {"version", 1}, {"files", files}};
+  write_file_checked(path(kManifest), manifest.dump(2) + "\n");
+  fsync_path(path(kManifest), false);
+  fsync_path(tmp_dir_, true);
+
+  const fs::path final_dir = fs::path(checkpoints_dir_) / final_name_;
+  std::error_code ec;
+  if (fs::exists(final_dir)) fs::remove_all(final_dir, ec);  // a re-save of the same step
+  fs::rename(tmp_dir_, final_dir, ec);
+  if (ec) throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message()));
+  committed_ = true;
+  fsync_path(checkpoints_dir_, true);
+  write_file_atomic((fs::path(checkpoints_dir_) / kLatest).string(), final_name_ + "\n");
+  return final_dir.string();
+}
+
+CheckpointCheck verify_checkpoint(const std::string& dir) {
+  CheckpointCheck result;
+  const fs::path manifest_path = fs::path(dir) / kManifest;
+  if (!fs::is_directory(dir)) {
+    result.problem = "not a directory";
+    return result;
+  }
+  if (!fs::exists(manifest_path)) {
+    result.problem = "no manifest.json (the save did not complete)";
+    return result;
+  }
+  nlohmann::json manifest;
+  try {
+    std::ifstream in(manifest_path);
+    manifest = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    result.problem = std::string("manifest.json is unreadable: ") + e.what();
+    return result;
+  }
+  if (!manifest.contains("files") || !manifest["files"].is_object()) {
+    result.problem = "manifest.json has no file list";
+    return result;
+  }
+  for (const auto& [name, info] : manifest["files"].items()) {
+    const fs::path p = fs::path(dir) / name;
+    if (!fs::exists(p)) {
+      result.problem = fmt::format("{} is missing", name);
+      return result;
+    }
+    const auto size = fs::file_size(p);
+    if (size != info.value("size", uint64_t{0})) {
+      result.problem = fmt::format("{} has {} bytes, the manifest says {} (truncated?)", name, size,
+                                   info.value("size", uint64_t{0}));
+      return result;
+    }
+    if (core::file_checksum(p.string()) != info.value("checksum", std::string())) {
+      result.problem = fmt::format("{} does not match its checksum (corrupted)", name);
+      return result;
+    }
+  }
+  result.ok = true;
+  return result;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(checkpoints_dir, ec)) return {};
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir, ec)) {
+    int64_t step = 0;
+    if (entry.is_directory() && parse_step_name(entry.path().filename().string(), &step))
+      found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings) {
+  auto all = list_checkpoints(checkpoints_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    auto check = verify_checkpoint(*it);
+    if (check.ok) return *it;
+    if (warnings) warnings->push_back(fmt::format("skipping checkpoint {}: {}", *it, check.problem));
+  }
+  return "";
+}
+
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last) {
+  std::error_code ec;
+  auto all = list_checkpoints(checkpoints_dir);
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // Temporary directories left by killed processes.
+    if (name.rfind(".tmp-", 0) == 0 && entry.is_directory()) fs::remove_all(entry.path(), ec);
+  }
+  if (static_cast<int64_t>(all.size()) <= keep_last) return;
+  for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) fs::remove_all(all[i], ec);
+}
+
+}  // namespace roformer::train

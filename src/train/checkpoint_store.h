@@ -1,0 +1,67 @@
+// Crash-safe checkpoint directories.
+//
+//   RUN_DIR/checkpoints/
+//     step_00001000/           a complete checkpoint: its files plus manifest.json (written last)
+//     step_00002000/
+//     latest                   text file naming the newest complete checkpoint, replaced atomically
+//     .tmp-step_00003000-PID/  a save in progress (never read; removed by the next save)
+//
+// A save writes every file into a temporary directory, fsyncs them, writes manifest.json (size and
+// checksum of every file), renames the directory into place and only then updates `latest`. A
+// process killed at any point therefore leaves the previous checkpoint untouched, and a full disk
+// fails the save with an error while the previous checkpoint stays intact.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace roformer::train {
+
+// One save in progress. Write files at path(name), then commit().
+class CheckpointWriter {
+ public:
+  CheckpointWriter(const std::string& checkpoints_dir, int64_t step);
+  ~CheckpointWriter();  // removes the temporary directory unless committed
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Where to write `name` (a plain file name) inside the temporary directory.
+  std::string path(const std::string& name) const;
+  // Seals the checkpoint: manifest, fsync, rename, `latest`. Returns the final directory.
+  std::string commit();
+
+ private:
+  std::string checkpoints_dir_;
+  std::string final_name_;
+  std::string tmp_dir_;
+  bool committed_ = false;
+};
+
+// "step_00001234".
+std::string checkpoint_name(int64_t step);
+
+struct CheckpointCheck {
+  bool ok = false;
+  std::string problem;  // why it is not usable, when !ok
+};
+// Verifies a checkpoint directory against its manifest (presence, sizes and checksums).
+CheckpointCheck verify_checkpoint(const std::string& dir);
+
+// Complete-looking checkpoint directories (step_* with a manifest), oldest first.
+std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
+
+// The newest checkpoint that verifies, for `--resume auto`; "" when there is none. Each skipped
+// (incomplete or corrupt) checkpoint adds a line to `warnings`.
+std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings);
+
+// Deletes all but the newest `keep_last` complete checkpoints, and stale temporary directories.
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last);
+
+// Writes `text` to `path`, throwing roformer::Error when any byte cannot be written (full disk).
+void write_file_checked(const std::string& path, const std::string& text);
+
+// Writes `text` to `path` atomically (temporary file, fsync, rename). Throws roformer::Error.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace roformer::train

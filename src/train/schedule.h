@@ -1,0 +1,32 @@
+// Learning-rate schedule: linear warmup from 0 to the peak, then linear or cosine decay to min_lr at
+// the last step, or constant. A pure function of the step, so its "state" is the global step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+
+namespace roformer::train {
+
+class LrSchedule {
+ public:
+  LrSchedule(const config::ScheduleConfig& schedule, double peak_lr, int64_t total_steps);
+
+  // Learning rate for optimizer step `step` (0-based: the first update uses lr(0)).
+  //   warmup:  peak * (step + 1) / warmup_steps                       for step < warmup_steps
+  //   decay:   p = (step - warmup) / (total - warmup - 1), in [0, 1]
+  //            linear: min + (peak - min) * (1 - p)
+  //            cosine: min + (peak - min) * (1 + cos(pi * p)) / 2
+  //   constant: peak after warmup.
+  double lr(int64_t step) const;
+
+ private:
+  std::string type_;
+  int64_t warmup_;
+  double peak_;
+  double min_;
+  int64_t total_;
+};
+
+}  // namespace roformer::train

@@ -1,0 +1,160 @@
+// Checkpoint directories: atomic commit, manifest verification, `latest`, pruning, resume selection,
+// and a full disk (simulated with RLIMIT_FSIZE in a child process) leaving the previous one intact.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "test_util.h"
+#include "train/checkpoint_store.h"
+
+using namespace roformer::train;
+using roformer::test::read_file;
+using roformer::test::TempDir;
+using roformer::test::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+std::string save(const std::string& dir, int64_t step, const std::string& payload) {
+  CheckpointWriter w(dir, step);
+  write_file_checked(w.path("model.bin"), payload);
+  write_file_checked(w.path("state.json"), "{\"step\": " + std::to_string(step) + "}");
+  return w.commit();
+}
+}  // namespace
+
+TEST(Hash, StreamingEqualsOneShotAndDetectsChanges) {
+  std::string data(1000, 'x');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  roformer::core::Hasher a, b;
+  a.update(data.data(), data.size());
+  b.update(data.data(), 3);
+  b.update(data.data() + 3, 500);
+  b.update(data.data() + 503, data.size() - 503);
+  EXPECT_EQ(a.digest(), b.digest());
+  data[999] ^= 1;
+  roformer::core::Hasher c;
+  c.update(data.data(), data.size());
+  EXPECT_NE(a.digest(), c.digest());
+  roformer::core::Hasher d;
+  d.update(data.data(), data.size() - 1);
+  EXPECT_NE(c.digest(), d.digest());
+}
+
+TEST(CheckpointStore, CommitWritesManifestAndLatest) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  const std::string final_dir = save(dir, 12, "weights");
+  EXPECT_EQ(fs::path(final_dir).filename().string(), "step_00000012");
+  EXPECT_TRUE(fs::exists(final_dir + "/manifest.json"));
+  EXPECT_EQ(read_file(dir + "/latest"), "step_00000012\n");
+  EXPECT_TRUE(verify_checkpoint(final_dir).ok);
+  // No temporary directory remains.
+  for (const auto& e : fs::directory_iterator(dir)) EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u);
+}
+
+TEST(CheckpointStore, UncommittedWriterLeavesNothing) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  save(dir, 1, "a");
+  {
+    CheckpointWriter w(dir, 2);
+    write_file(w.path("model.bin"), "partial");
+  }  // destroyed without commit, as when an exception unwinds a save
+  EXPECT_EQ(list_checkpoints(dir).size(), 1u);
+  EXPECT_EQ(read_file(dir + "/latest"), "step_00000001\n");
+}
+
+TEST(CheckpointStore, DetectsTruncationCorruptionAndMissingFiles) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  const std::string a = save(dir, 1, "0123456789");
+  write_file(a + "/model.bin", "01234");
+  auto check = verify_checkpoint(a);
+  EXPECT_FALSE(check.ok);
+  EXPECT_NE(check.problem.find("model.bin has 5 bytes, the manifest says 10"), std::string::npos) << check.problem;
+
+  const std::string b = save(dir, 2, "0123456789");
+  write_file(b + "/model.bin", "0123456780");
+  check = verify_checkpoint(b);
+  EXPECT_FALSE(check.ok);
+  EXPECT_NE(check.problem.find("does not match its checksum"), std::string::npos) << check.problem;
+
+  const std::string c = save(dir, 3, "x");
+  fs::remove(c + "/state.json");
+  check = verify_checkpoint(c);
+  EXPECT_FALSE(check.ok);
+  EXPECT_NE(check.problem.find("state.json is missing"), std::string::npos) << check.problem;
+}
+
+TEST(CheckpointStore, ResumeSkipsIncompleteAndCorruptWithWarnings) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  const std::string good = save(dir, 100, "good");
+  const std::string corrupt = save(dir, 200, "good");
+  write_file(corrupt + "/model.bin", "evil");
+  // A directory that looks like a checkpoint but never got its manifest.
+  fs::create_directories(dir + "/step_00000300");
+  write_file(dir + "/step_00000300/model.bin", "half");
+  std::vector<std::string> warnings;
+  EXPECT_EQ(find_latest_valid_checkpoint(dir, &warnings), good);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("step_00000300"), std::string::npos);
+  EXPECT_NE(warnings[0].find("no manifest.json"), std::string::npos);
+  EXPECT_NE(warnings[1].find("step_00000200"), std::string::npos);
+  EXPECT_EQ(find_latest_valid_checkpoint(tmp.str("nothing-here"), &warnings), "");
+}
+
+TEST(CheckpointStore, PruneKeepsNewest) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  for (int s = 1; s <= 5; ++s) save(dir, s * 10, "w");
+  fs::create_directories(dir + "/.tmp-step_00000060-99999");  // left by a killed process
+  prune_checkpoints(dir, 2);
+  auto left = list_checkpoints(dir);
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(fs::path(left[0]).filename().string(), "step_00000040");
+  EXPECT_EQ(fs::path(left[1]).filename().string(), "step_00000050");
+  EXPECT_FALSE(fs::exists(dir + "/.tmp-step_00000060-99999"));
+}
+
+TEST(CheckpointStore, FullDiskDuringSaveKeepsPreviousCheckpoint) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  const std::string first = save(dir, 1, std::string(1000, 'a'));
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: every write past 64 KiB fails with EFBIG, as a full disk fails with ENOSPC.
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {64 * 1024, 64 * 1024};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    try {
+      save(dir, 2, std::string(1 << 20, 'b'));
+    } catch (const roformer::Error&) {
+      _exit(3);  // the save reported the failure
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3) << "the failed save must throw roformer::Error";
+  EXPECT_TRUE(verify_checkpoint(first).ok);
+  EXPECT_EQ(read_file(dir + "/latest"), "step_00000001\n");
+  std::vector<std::string> warnings;
+  EXPECT_EQ(find_latest_valid_checkpoint(dir, &warnings), first);
+}
+
+TEST(CheckpointStore, AtomicFileReplace) {
+  TempDir tmp;
+  write_file_atomic(tmp.str("f.txt"), "one");
+  write_file_atomic(tmp.str("f.txt"), "two");
+  EXPECT_EQ(read_file(tmp.str("f.txt")), "two");
+  EXPECT_THROW(write_file_atomic(tmp.str("no/such/dir/f.txt"), "x"), roformer::Error);
+}

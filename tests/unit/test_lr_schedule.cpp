@@ -1,0 +1,51 @@
+// LrSchedule: exact values at given steps for warmup, linear, cosine and constant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "train/schedule.h"
+
+using roformer::config::ScheduleConfig;
+using roformer::train::LrSchedule;
+
+namespace {
+ScheduleConfig make(const std::string& type, int64_t warmup, double min_lr) {
+  ScheduleConfig s;
+  s.type = type;
+  s.warmup_steps = warmup;
+  s.min_lr = min_lr;
+  return s;
+}
+}  // namespace
+
+TEST(LrSchedule, LinearWarmupThenLinearDecayToMin) {
+  LrSchedule s(make("linear", 10, 1e-5), 1e-3, 110);
+  EXPECT_DOUBLE_EQ(s.lr(0), 1e-4);        // (0 + 1) / 10 of the peak: the first update is not wasted
+  EXPECT_DOUBLE_EQ(s.lr(4), 5e-4);
+  EXPECT_DOUBLE_EQ(s.lr(9), 1e-3);        // warmup ends at the peak
+  EXPECT_DOUBLE_EQ(s.lr(10), 1e-3);       // decay starts at the peak
+  EXPECT_NEAR(s.lr(60), 1e-5 + (1e-3 - 1e-5) * (1.0 - 50.0 / 99.0), 1e-15);
+  EXPECT_DOUBLE_EQ(s.lr(109), 1e-5);      // the last step reaches min_lr
+  EXPECT_DOUBLE_EQ(s.lr(500), 1e-5);      // past the end it stays there
+}
+
+TEST(LrSchedule, CosineDecay) {
+  LrSchedule s(make("cosine", 0, 0.0), 2.0, 101);
+  EXPECT_DOUBLE_EQ(s.lr(0), 2.0);
+  EXPECT_NEAR(s.lr(50), 1.0, 1e-12);      // halfway: (1 + cos(pi/2)) / 2
+  EXPECT_NEAR(s.lr(25), 1.0 + std::cos(M_PI * 0.25), 1e-12);
+  EXPECT_NEAR(s.lr(100), 0.0, 1e-12);
+}
+
+TEST(LrSchedule, ConstantAfterWarmup) {
+  LrSchedule s(make("constant", 4, 0.0), 0.5, 1000);
+  EXPECT_DOUBLE_EQ(s.lr(1), 0.25);
+  EXPECT_DOUBLE_EQ(s.lr(3), 0.5);
+  EXPECT_DOUBLE_EQ(s.lr(999), 0.5);
+}
+
+TEST(LrSchedule, WarmupCoveringEveryStep) {
+  LrSchedule s(make("linear", 5, 0.0), 1.0, 5);
+  EXPECT_DOUBLE_EQ(s.lr(0), 0.2);
+  EXPECT_DOUBLE_EQ(s.lr(4), 1.0);
+}
