@@ -14,7 +14,7 @@ set -euo pipefail
 # ---- The pinned versions: the only place they are written. --------------------------------------
 TORCH_VERSION=2.11.0          # the GPU machine's version; LibTorch comes from this wheel
 TRANSFORMERS_VERSION=5.23.0   # tests only: golden values and the export round trip
-PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy"
+PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy matplotlib"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ROFORMER_VENV:-$HOME/.cache/roformer/venv-torch-$TORCH_VERSION}"
@@ -47,7 +47,7 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] 
   "$PY" -m pip install -q --upgrade pip
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
-if ! "$PY" -c "import transformers, sys; sys.exit(0 if transformers.__version__ == '$TRANSFORMERS_VERSION' else 1)" 2>/dev/null; then
+if ! "$PY" -c "import transformers, matplotlib, sys; sys.exit(0 if transformers.__version__ == '$TRANSFORMERS_VERSION' else 1)" 2>/dev/null; then
   say "installing test packages into the venv: $PY_TEST_PACKAGES"
   "$PY" -m pip install -q $PY_TEST_PACKAGES
 fi

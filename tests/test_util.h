@@ -95,3 +95,35 @@ inline CommandResult run_command(const std::string& command) {
 inline CommandResult run_roformer(const std::string& args) { return run_command(roformer_bin() + " " + args); }
 
 }  // namespace roformer::test
+
+namespace roformer::test {
+
+// Deterministic pseudo-English for tests that must not depend on ../shared: sentences from a small
+// grammar (so an MLM can learn something), one paragraph a line, a blank line between documents.
+inline std::string synthetic_corpus(int documents, int paragraphs_per_doc, unsigned seed = 7) {
+  static const char* det[] = {"the", "a", "every", "this", "that", "one"};
+  static const char* adj[] = {"small", "large", "red", "green", "quiet", "loud", "old", "young", "bright", "dark"};
+  static const char* noun[] = {"cat", "dog", "bird", "house", "river", "tree", "car", "child", "teacher", "garden",
+                               "city", "window", "book", "table", "horse", "boat"};
+  static const char* verb[] = {"sees", "likes", "finds", "follows", "paints", "builds", "watches", "carries"};
+  static const char* prep[] = {"near", "under", "behind", "beside", "over", "inside"};
+  std::mt19937 rng(seed);
+  auto pick = [&](const auto& arr) { return arr[rng() % (sizeof(arr) / sizeof(arr[0]))]; };
+  std::string out;
+  for (int d = 0; d < documents; ++d) {
+    for (int p = 0; p < paragraphs_per_doc; ++p) {
+      const int sentences = 2 + static_cast<int>(rng() % 4);
+      for (int s = 0; s < sentences; ++s) {
+        std::string sent = std::string(pick(det)) + " " + pick(adj) + " " + pick(noun) + " " + pick(verb) + " " +
+                           pick(det) + " " + pick(noun) + " " + pick(prep) + " the " + pick(noun) + ".";
+        sent[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sent[0])));
+        out += sent + (s + 1 < sentences ? " " : "");
+      }
+      out += "\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace roformer::test

@@ -1,0 +1,25 @@
+// `roformer train`.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "train/trainer.h"
+
+namespace roformer::app {
+
+void register_train_commands(CLI::App& app) {
+  auto req = std::make_shared<train::TrainRequest>();
+  auto* cmd = app.add_subcommand("train", "Train (or resume) a RoFormer MLM run from a YAML config");
+  cmd->add_option("-c,--config", req->config_path, "YAML config (optional with --resume: the checkpoint's is used)");
+  cmd->add_option("--set", req->overrides, "Override a config key: section.key=value (repeatable)");
+  cmd->add_option("--run-dir", req->run_dir, "Run directory (overrides train.run_dir)");
+  cmd->add_option("--resume", req->resume,
+                  "auto: continue from the newest complete checkpoint in the run directory; or a checkpoint path");
+  cmd->callback([req] {
+    const int code = train::run_training(*req);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace roformer::app

@@ -1,0 +1,72 @@
+#include "train/evaluate.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace roformer::train {
+
+AutocastScope::AutocastScope(torch::DeviceType device, const std::string& precision) : device_(device) {
+  if (precision == "fp32") return;
+  active_ = true;
+  prev_enabled_ = at::autocast::is_autocast_enabled(device);
+  prev_dtype_ = at::autocast::get_autocast_dtype(device);
+  at::autocast::set_autocast_dtype(device, precision == "fp16" ? at::kHalf : at::kBFloat16);
+  at::autocast::set_autocast_enabled(device, true);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // Leaving the outermost autocast region drops the cast-weight cache (fresh weights next step).
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_, prev_enabled_);
+  at::autocast::set_autocast_dtype(device_, prev_dtype_);
+}
+
+EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
+                        const torch::Device& device, const std::string& precision) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool was_training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  EvalResult r;
+  // Sums accumulate on the device in float64 and are read once at the end (no per-batch sync).
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+  torch::Tensor loss_sum = torch::zeros({}, opts), correct = torch::zeros({}, opts), correct5 = torch::zeros({}, opts);
+  for (const auto& b : batches) {
+    if (b.pred_positions.numel() == 0) continue;
+    auto ids = b.input_ids.to(device, /*non_blocking=*/true);
+    auto mask = b.attention_mask.defined() ? b.attention_mask.to(device, true) : torch::Tensor();
+    auto pos = b.pred_positions.to(device, true);
+    auto labels = b.pred_labels.to(device, true);  // (P,)
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(device.type(), precision);
+      logits = model->forward_sparse(ids, mask, pos);  // (P, V)
+    }
+    logits = logits.to(torch::kFloat32);
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .to(torch::kFloat64);
+    auto top5 = std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(1)), /*dim=*/1));  // (P, 5)
+    correct += top5.select(1, 0).eq(labels).sum().to(torch::kFloat64);
+    correct5 += top5.eq(labels.unsqueeze(1)).any(1).sum().to(torch::kFloat64);
+    r.n_predicted += b.pred_positions.numel();
+    r.n_sequences += b.input_ids.size(0);
+    r.n_tokens += b.num_tokens;
+  }
+  if (r.n_predicted > 0) {
+    const double n = static_cast<double>(r.n_predicted);
+    r.loss = loss_sum.item<double>() / n;
+    r.accuracy = correct.item<double>() / n;
+    r.top5_accuracy = correct5.item<double>() / n;
+    r.perplexity = std::exp(r.loss);
+  }
+  if (was_training) model->train();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace roformer::train

@@ -1,0 +1,45 @@
+// Masked-token evaluation: top-1 / top-5 accuracy, loss and perplexity at every predicted position
+// of a fixed set of batches (their masks come from a fixed seed, so figures compare across runs).
+// Runs the sparse head, batch by batch: never materializes (N, T, V) logits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "model/roformer.h"
+
+namespace roformer::train {
+
+struct EvalResult {
+  double loss = 0;            // mean cross entropy over predicted positions (nats)
+  double accuracy = 0;        // top-1
+  double top5_accuracy = 0;
+  double perplexity = 0;      // exp(loss)
+  int64_t n_predicted = 0;
+  int64_t n_sequences = 0;
+  int64_t n_tokens = 0;       // non-padding input tokens
+  double seconds = 0;
+};
+
+// precision: fp32 | bf16 | fp16 (autocast on the device). Leaves the model in the mode it found.
+EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
+                        const torch::Device& device, const std::string& precision);
+
+// RAII autocast scope for bf16/fp16 on the given device type; a no-op for fp32.
+class AutocastScope {
+ public:
+  AutocastScope(torch::DeviceType device, const std::string& precision);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false;
+  torch::DeviceType device_;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kFloat;
+};
+
+}  // namespace roformer::train

@@ -1,0 +1,31 @@
+#include "train/signals.h"
+
+#include <atomic>
+#include <csignal>
+
+namespace roformer::train {
+namespace {
+std::atomic<int> g_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_signal.exchange(sig) != 0) {
+    std::signal(sig, SIG_DFL);  // second signal: give the user the default behaviour back
+    std::raise(sig);
+  }
+}
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool stop_requested() { return g_signal.load() != 0; }
+int stop_signal() { return g_signal.load(); }
+void reset_stop_request() { g_signal.store(0); }
+
+}  // namespace roformer::train

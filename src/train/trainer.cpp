@@ -1,0 +1,651 @@
+// The training run: wires the tokenizer, prepared data, the dynamic-masking loader, the RoFormer
+// model, AdamW with two parameter groups, the LR schedule, mixed precision, progress and metrics,
+// periodic evaluation and crash-safe checkpoints with exact resume.
+//
+// A checkpoint is the union of the components' states:
+//   model.safetensors   parameters under Hugging Face names (also what `export` reads)
+//   optimizer.pt        AdamW moments and step counts (LibTorch archive)
+//   rng.pt              CPU (and CUDA) generator states: dropout continues identically
+//   trainer_state.json  global step, tokens seen, loader state, loss-scaler state, fingerprints
+//   config.yaml         the resolved config;  tokenizer.model  the tokenizer;  metrics.jsonl  so far
+// The LR schedule is a pure function of the global step, so its state is the step.
+#include "train/trainer.h"
+
+#include <ATen/Context.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/logging.h"
+#include "core/safetensors.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "model/roformer.h"
+#include "train/checkpoint_store.h"
+#include "train/evaluate.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+#include "train/schedule.h"
+#include "train/signals.h"
+
+namespace roformer::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Keys that may differ between a checkpoint's config and the resuming run's: they change neither
+// the model nor the data order, so the run still continues exactly (train.device and
+// train.num_threads keep the math but may change float rounding).
+const std::vector<std::string> kResumableKeyPrefixes = {
+    "train.steps", "train.run_dir", "train.device", "train.num_threads", "logging.", "eval.", "checkpoint.",
+    "data.num_workers", "data.prefetch", "data.prepared_dir"};
+
+std::map<std::string, std::string> flatten(const config::Config& c) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(config::to_yaml(c));
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line[0] != ' ') {
+      section = line.substr(0, line.size() - 1);
+      continue;
+    }
+    const auto colon = line.find(':');
+    out[section + "." + line.substr(2, colon - 2)] = line.substr(colon + 2);
+  }
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("cannot read '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+torch::Device resolve_device(const std::string& name) {
+  const bool cuda = torch::cuda::is_available();
+  if (name == "auto") return cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  if (name == "cpu") return torch::Device(torch::kCPU);
+  if (!cuda)
+    throw Error(fmt::format("train.device is '{}' but no CUDA device is available; set train.device: auto or cpu",
+                            name));
+  return torch::Device(name);
+}
+
+// A signature of the inputs of a prepared directory, so edited or replaced files are re-prepared.
+json sources_signature(const std::vector<std::string>& files, const std::string& fingerprint) {
+  json list = json::array();
+  for (const auto& f : files) {
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    const auto mtime = fs::last_write_time(f, ec).time_since_epoch().count();
+    list.push_back({{"path", fs::absolute(f).string()}, {"size", ec ? 0 : size}, {"mtime", static_cast<int64_t>(mtime)}});
+  }
+  return {{"files", list}, {"tokenizer_fingerprint", fingerprint}};
+}
+
+std::vector<torch::Tensor> get_rng_states() {
+  std::vector<torch::Tensor> states;
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    states.push_back(gen.get_state());
+  }
+  if (torch::cuda::is_available()) {
+    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
+      auto gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      states.push_back(gen.get_state());
+    }
+  }
+  return states;
+}
+
+void set_rng_states(const std::vector<torch::Tensor>& states) {
+  if (states.empty()) return;
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(states[0]);
+  }
+  if (torch::cuda::is_available()) {
+    const auto n = std::min<int64_t>(static_cast<int64_t>(states.size()) - 1, torch::cuda::device_count());
+    for (int64_t i = 0; i < n; ++i) {
+      auto gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(states[static_cast<size_t>(i) + 1]);
+    }
+  }
+}
+
+struct StepResult {
+  double loss = 0;
+  double accuracy = 0;
+  double grad_norm = 0;
+  int64_t tokens = 0;
+  bool finite = true;
+  bool skipped = false;  // fp16: step skipped for a non-finite gradient
+  double data_seconds = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin)
+      : cfg_(std::move(config)), run_dir_(std::move(run_dir)), resume_dir_(std::move(resume_dir)),
+        config_origin_(std::move(config_origin)) {}
+
+  int run();
+
+ private:
+  void setup_run_dir();
+  void setup_tokenizer();
+  std::shared_ptr<const data::PreparedCorpus> prepare(const std::vector<std::string>& files, const std::string& name);
+  void setup_model_and_optimizer();
+  void load_checkpoint(const std::string& dir);
+  void save_checkpoint(const std::string& reason);
+  StepResult train_step();
+  void run_eval();
+  void set_lr(double lr);
+
+  config::Config cfg_;
+  std::string run_dir_;
+  std::string resume_dir_;
+  std::string config_origin_;
+  std::string ckpt_dir_;
+  torch::Device device_{torch::kCPU};
+
+  std::optional<data::Tokenizer> tokenizer_;
+  std::shared_ptr<const data::PreparedCorpus> train_corpus_, valid_corpus_;
+  std::unique_ptr<data::MlmLoader> loader_;
+  std::vector<data::Batch> eval_batches_;
+  model::RoFormerForMaskedLM model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<LrSchedule> schedule_;
+  MetricsWriter metrics_;
+
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
+  int64_t good_steps_ = 0;
+  int64_t last_saved_step_ = -1;
+  data::LoaderState step_start_loader_state_;
+  std::vector<torch::Tensor> step_start_rng_;
+  std::optional<EvalResult> last_eval_;
+};
+
+void Trainer::setup_run_dir() {
+  std::error_code ec;
+  fs::create_directories(run_dir_, ec);
+  if (ec) throw Error(fmt::format("cannot create run directory '{}': {}", run_dir_, ec.message()));
+  ckpt_dir_ = (fs::path(run_dir_) / "checkpoints").string();
+  add_log_file((fs::path(run_dir_) / "train.log").string());
+  write_file_atomic((fs::path(run_dir_) / "config.yaml").string(),
+                    "# Resolved config of this run (from " + config_origin_ + ")\n" + config::to_yaml(cfg_));
+}
+
+void Trainer::setup_tokenizer() {
+  std::string path = cfg_.tokenizer.model;
+  if (!resume_dir_.empty()) {
+    // The checkpoint carries its tokenizer: the run continues with exactly that one.
+    const auto state = json::parse(read_text((fs::path(resume_dir_) / "trainer_state.json").string()));
+    path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
+    if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum((fs::path(resume_dir_) / "tokenizer.model").string())) {
+      fs::create_directories(fs::path(path).parent_path());
+      fs::copy_file((fs::path(resume_dir_) / "tokenizer.model"), path, fs::copy_options::overwrite_existing);
+    }
+    tokenizer_ = data::Tokenizer::load(path);
+    if (tokenizer_->fingerprint() != state.value("tokenizer_fingerprint", std::string()))
+      throw Error(fmt::format("the tokenizer in checkpoint {} does not match its recorded fingerprint; the "
+                              "checkpoint is damaged", resume_dir_));
+    return;
+  }
+  if (path.empty()) {
+    path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
+    if (!fs::exists(path)) {
+      auto inputs = cfg_.tokenizer.input.empty() ? cfg_.data.train_files : cfg_.tokenizer.input;
+      if (inputs.size() == 1 && data::is_prepared_dir(inputs[0]))
+        throw Error("data.train_files is a prepared directory, so the tokenizer cannot be trained from it: set "
+                    "tokenizer.model to the tokenizer it was prepared with (or tokenizer.input to text files)");
+      if (inputs.empty())
+        throw Error("no training text: set data.train_files (plain text or JSONL files), e.g. "
+                    "--set data.train_files=[../shared/data/brown/train.txt]");
+      spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", cfg_.tokenizer.model_type,
+                   cfg_.tokenizer.vocab_size, inputs.size());
+      data::TokenizerTrainOptions o;
+      o.inputs = inputs;
+      o.out_dir = (fs::path(run_dir_) / "tokenizer").string();
+      o.vocab_size = cfg_.tokenizer.vocab_size;
+      o.model_type = cfg_.tokenizer.model_type;
+      o.character_coverage = cfg_.tokenizer.character_coverage;
+      o.input_sentence_size = cfg_.tokenizer.input_sentence_size;
+      o.seed = cfg_.tokenizer.seed;
+      o.jsonl_field = cfg_.data.jsonl_field;
+      path = data::train_tokenizer(o);
+    }
+  }
+  tokenizer_ = data::Tokenizer::load(path);
+  spdlog::info("tokenizer {} ({} pieces, fingerprint {})", path, tokenizer_->vocab_size(), tokenizer_->fingerprint());
+}
+
+std::shared_ptr<const data::PreparedCorpus> Trainer::prepare(const std::vector<std::string>& files,
+                                                               const std::string& name) {
+  if (files.size() == 1 && data::is_prepared_dir(files[0]))
+    return data::PreparedCorpus::open(files[0], tokenizer_->fingerprint());
+  for (const auto& f : files)
+    if (!fs::exists(f))
+      throw Error(fmt::format("data file '{}' does not exist (data.{}_files); fix the path or prepare the corpus "
+                              "first (data/prepare_brown.sh)", f, name));
+  const fs::path base = cfg_.data.prepared_dir.empty() ? fs::path(run_dir_) / "data" : fs::path(cfg_.data.prepared_dir);
+  const std::string dir = (base / name).string();
+  const std::string signature_path = (base / (name + ".sources.json")).string();
+  const json signature = sources_signature(files, tokenizer_->fingerprint());
+  if (data::is_prepared_dir(dir) && fs::exists(signature_path)) {
+    try {
+      if (json::parse(read_text(signature_path)) == signature) {
+        spdlog::info("using prepared {} data in {}", name, dir);
+        return data::PreparedCorpus::open(dir, tokenizer_->fingerprint());
+      }
+    } catch (const json::exception&) {
+    }
+    spdlog::info("the {} files or the tokenizer changed since {} was prepared; preparing again", name, dir);
+  }
+  spdlog::info("preparing {} data ({} file(s)) into {}", name, files.size(), dir);
+  data::PrepareOptions o;
+  o.tokenizer_model = tokenizer_->model_path();
+  o.inputs = files;
+  o.out_dir = dir;
+  o.jsonl_field = cfg_.data.jsonl_field;
+  auto stats = data::prepare_corpus(o);
+  spdlog::info("prepared {} documents, {} tokens in {:.1f}s", stats.documents, stats.tokens, stats.seconds);
+  write_file_atomic(signature_path, signature.dump(2) + "\n");
+  return data::PreparedCorpus::open(dir, tokenizer_->fingerprint());
+}
+
+void Trainer::setup_model_and_optimizer() {
+  const int64_t vocab = tokenizer_->vocab_size();
+  if (cfg_.model.vocab_size != 0 && cfg_.model.vocab_size != vocab)
+    throw Error(fmt::format("model.vocab_size is {} but the tokenizer has {} pieces; set model.vocab_size: 0 to "
+                            "take it from the tokenizer", cfg_.model.vocab_size, vocab));
+  torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+  model_ = model::RoFormerForMaskedLM(model::options_from_config(cfg_.model, vocab));
+  model_->to(device_);
+  model_->train();
+  spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, embedding {}, {}-LN, {} attention)",
+               model_->num_parameters(), cfg_.model.num_layers, cfg_.model.hidden_size, cfg_.model.num_heads,
+               config::effective_embedding_size(cfg_.model), cfg_.model.norm, cfg_.model.attention);
+
+  // AdamW with decoupled weight decay for Linear weights only; every option of every group is set.
+  const auto& o = cfg_.optimizer;
+  auto group_options = [&](double weight_decay) {
+    auto opts = std::make_unique<torch::optim::AdamWOptions>(o.lr);
+    opts->betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(weight_decay).amsgrad(false);
+    return opts;
+  };
+  auto decay = model_->decay_parameters(o.decay_embeddings);
+  auto no_decay = model_->no_decay_parameters(o.decay_embeddings);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, group_options(o.weight_decay));
+  groups.emplace_back(no_decay, group_options(0.0));
+  torch::optim::AdamWOptions defaults(o.lr);
+  defaults.betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(0.0);
+  optimizer_ = std::make_unique<torch::optim::AdamW>(groups, defaults);
+  params_ = decay;
+  params_.insert(params_.end(), no_decay.begin(), no_decay.end());
+  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
+}
+
+void Trainer::set_lr(double lr) {
+  for (auto& group : optimizer_->param_groups())
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
+void Trainer::save_checkpoint(const std::string& reason) {
+  if (last_saved_step_ == step_) return;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    CheckpointWriter w(ckpt_dir_, step_);
+    core::save_safetensors(w.path("model.safetensors"), model_->hf_named_parameters(),
+                           {{"format", "pt"}, {"producer", "roformer"}, {"step", std::to_string(step_)}});
+    torch::save(*optimizer_, w.path("optimizer.pt"));
+    // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
+    if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP"); kill_at && std::atoll(kill_at) == step_)
+      std::raise(SIGKILL);
+    torch::save(get_rng_states(), w.path("rng.pt"));
+    const auto loader_state = loader_->state();
+    json state = {{"step", step_},
+                  {"tokens_seen", tokens_seen_},
+                  {"loader", {{"epoch", loader_state.epoch}, {"position", loader_state.position}}},
+                  {"loss_scale", loss_scale_},
+                  {"good_steps", good_steps_},
+                  {"tokenizer_fingerprint", tokenizer_->fingerprint()},
+                  {"num_parameters", model_->num_parameters()},
+                  {"reason", reason},
+                  {"roformer_version", ROFORMER_VERSION}};
+    if (last_eval_)
+      state["last_eval"] = {{"loss", last_eval_->loss}, {"accuracy", last_eval_->accuracy},
+                            {"top5_accuracy", last_eval_->top5_accuracy}, {"perplexity", last_eval_->perplexity}};
+    write_file_checked(w.path("trainer_state.json"), state.dump(2) + "\n");
+    write_file_checked(w.path("config.yaml"), config::to_yaml(cfg_));
+    write_file_checked(w.path("tokenizer.model"), read_text(tokenizer_->model_path()));
+    write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? read_text(metrics_.path()) : "");
+    const std::string final_dir = w.commit();
+    last_saved_step_ = step_;
+    prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last);
+    spdlog::info("saved checkpoint {} ({}, {:.1f}s)", final_dir, reason,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("saving the checkpoint at step {} failed: {} (the previous checkpoint is intact)",
+                            step_, e.what_without_backtrace()));
+  }
+}
+
+void Trainer::load_checkpoint(const std::string& dir) {
+  const auto state = json::parse(read_text((fs::path(dir) / "trainer_state.json").string()));
+  try {
+    model_->load_hf_state_dict(core::load_safetensors((fs::path(dir) / "model.safetensors").string()));
+    torch::load(*optimizer_, (fs::path(dir) / "optimizer.pt").string());
+    std::vector<torch::Tensor> rng;
+    torch::load(rng, (fs::path(dir) / "rng.pt").string());
+    set_rng_states(rng);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
+  }
+  step_ = state.at("step").get<int64_t>();
+  tokens_seen_ = state.at("tokens_seen").get<int64_t>();
+  loss_scale_ = state.value("loss_scale", 65536.0);
+  good_steps_ = state.value("good_steps", int64_t{0});
+  data::LoaderState ls;
+  ls.epoch = state.at("loader").at("epoch").get<int64_t>();
+  ls.position = state.at("loader").at("position").get<int64_t>();
+  loader_->restore(ls);
+  // metrics.jsonl continues from the checkpoint's copy, as if the run had never stopped.
+  write_file_atomic(metrics_.path(), read_text((fs::path(dir) / "metrics.jsonl").string()));
+  last_saved_step_ = step_;
+  spdlog::info("resumed from {} at step {} ({} tokens seen)", dir, step_, tokens_seen_);
+}
+
+StepResult Trainer::train_step() {
+  StepResult r;
+  const auto data_start = std::chrono::steady_clock::now();
+  std::vector<data::Batch> micro;
+  int64_t n_pred = 0;
+  for (int64_t i = 0; i < cfg_.train.grad_accum; ++i) {
+    micro.push_back(loader_->next());
+    n_pred += micro.back().pred_positions.numel();
+    r.tokens += micro.back().num_tokens;
+  }
+  r.data_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_start).count();
+  const bool fp16 = cfg_.train.precision == "fp16";
+  const double scale = fp16 ? loss_scale_ : 1.0;
+  // The loss is the sum over every predicted token of the step divided by their total count, so
+  // accumulation over micro-batches equals one large batch.
+  const double inv_pred = n_pred > 0 ? 1.0 / static_cast<double>(n_pred) : 0.0;
+  auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+  torch::Tensor loss_sum = torch::zeros({}, acc_opts), correct = torch::zeros({}, acc_opts);
+  for (auto& b : micro) {
+    if (b.pred_positions.numel() == 0) continue;
+    const bool nb = device_.is_cuda();
+    auto ids = b.input_ids.to(device_, nb);
+    auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, nb) : torch::Tensor();
+    auto pos = b.pred_positions.to(device_, nb);
+    auto labels = b.pred_labels.to(device_, nb);
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(device_.type(), cfg_.train.precision);
+      logits = model_->forward_sparse(ids, mask, pos);  // (P, V)
+    }
+    auto ce = torch::nn::functional::cross_entropy(
+        logits.to(torch::kFloat32), labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    (ce * (inv_pred * scale)).backward();
+    loss_sum += ce.detach().to(torch::kFloat64);
+    correct += logits.detach().argmax(-1).eq(labels).sum().to(torch::kFloat64);
+  }
+  // Global gradient norm (after unscaling for fp16), then clipping.
+  std::vector<torch::Tensor> grads;
+  for (auto& p : params_)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (fp16)
+    for (auto& g : grads) g.mul_(1.0 / scale);
+  torch::Tensor norm = torch::zeros({}, acc_opts.dtype(torch::kFloat32));
+  if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
+  r.grad_norm = norm.item<double>();  // the one host sync of a step
+  r.loss = loss_sum.item<double>() * inv_pred;
+  r.accuracy = correct.item<double>() * inv_pred;
+  r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
+  if (!r.finite) {
+    optimizer_->zero_grad(true);
+    if (fp16) {  // dynamic loss scaling: skip the step, halve the scale
+      r.skipped = true;
+      loss_scale_ = std::max(1.0, loss_scale_ * 0.5);
+      good_steps_ = 0;
+    }
+    return r;
+  }
+  if (cfg_.optimizer.grad_clip > 0 && r.grad_norm > cfg_.optimizer.grad_clip) {
+    const double coef = cfg_.optimizer.grad_clip / (r.grad_norm + 1e-6);
+    torch::_foreach_mul_(grads, coef);
+  }
+  set_lr(schedule_->lr(step_));
+  optimizer_->step();
+  optimizer_->zero_grad(true);
+  if (fp16 && ++good_steps_ % 2000 == 0) loss_scale_ *= 2.0;
+  return r;
+}
+
+void Trainer::run_eval() {
+  if (eval_batches_.empty()) return;
+  auto r = evaluate_mlm(model_, eval_batches_, device_, cfg_.train.precision);
+  last_eval_ = r;
+  spdlog::info("eval step {} | MLM accuracy {:.4f} | top-5 {:.4f} | loss {:.4f} | perplexity {:.2f} | {} predicted "
+               "tokens in {} sequences | {:.1f}s",
+               step_, r.accuracy, r.top5_accuracy, r.loss, r.perplexity, r.n_predicted, r.n_sequences, r.seconds);
+  metrics_.write({{"type", "eval"}, {"step", step_}, {"loss", r.loss}, {"accuracy", r.accuracy},
+                  {"top5_accuracy", r.top5_accuracy}, {"perplexity", r.perplexity},
+                  {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"seconds", r.seconds}});
+}
+
+int Trainer::run() {
+  setup_run_dir();
+  device_ = resolve_device(cfg_.train.device);
+  if (cfg_.train.precision == "fp16" && !device_.is_cuda())
+    throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
+  if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
+  spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
+
+  setup_tokenizer();
+  train_corpus_ = prepare(cfg_.data.train_files, "train");
+  if (!cfg_.data.valid_files.empty()) valid_corpus_ = prepare(cfg_.data.valid_files, "valid");
+
+  auto loader_opts = data::loader_options_from_config(cfg_, cfg_.train.batch_size);
+  loader_opts.seed = cfg_.train.seed;
+  loader_opts.pin_memory = device_.is_cuda();
+  loader_ = std::make_unique<data::MlmLoader>(train_corpus_, loader_opts);
+  if (valid_corpus_) {
+    auto eval_opts = data::loader_options_from_config(cfg_, cfg_.eval.batch_size);
+    eval_opts.num_workers = 0;
+    eval_batches_ = data::make_eval_batches(valid_corpus_, eval_opts, cfg_.eval.max_sequences, cfg_.eval.batch_size,
+                                            cfg_.eval.seed);
+  }
+  setup_model_and_optimizer();
+  metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
+  if (!resume_dir_.empty()) {
+    load_checkpoint(resume_dir_);
+    metrics_ = MetricsWriter(metrics_.path());  // reopen after the file was replaced
+  } else if (fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
+    spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
+  }
+
+  const int64_t total = cfg_.train.steps;
+  spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es)) | {} "
+               "training sequences per epoch",
+               total, step_, cfg_.train.batch_size * cfg_.train.grad_accum, cfg_.data.max_seq_len,
+               cfg_.train.grad_accum, loader_->sequences_per_epoch());
+  install_stop_handlers();
+  ProgressReporter progress(cfg_.logging.progress);
+  double window_seconds = 0, ema_step_s = 0;
+  int64_t window_tokens = 0, window_steps = 0;
+  double window_loss = 0, window_acc = 0;
+  while (step_ < total) {
+    step_start_loader_state_ = loader_->state();
+    step_start_rng_ = get_rng_states();
+    const auto t0 = std::chrono::steady_clock::now();
+    StepResult r = train_step();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.finite && !r.skipped) {
+      progress.clear();
+      // Nothing was applied: save the state from before this step and stop.
+      loader_->restore(step_start_loader_state_);
+      set_rng_states(step_start_rng_);
+      save_checkpoint("non-finite loss or gradient");
+      throw Error(fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}; the last good state is saved "
+                              "in {}. Lower optimizer.lr, raise schedule.warmup_steps or set optimizer.grad_clip, "
+                              "then resume with --resume auto",
+                              r.loss, r.grad_norm, step_ + 1, ckpt_dir_));
+    }
+    if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", step_ + 1, loss_scale_);
+    ++step_;
+    tokens_seen_ += r.tokens;
+    window_seconds += dt;
+    window_tokens += r.tokens;
+    window_loss += r.loss;
+    window_acc += r.accuracy;
+    ++window_steps;
+    ema_step_s = ema_step_s == 0 ? dt : 0.9 * ema_step_s + 0.1 * dt;
+    ProgressStats ps;
+    ps.step = step_;
+    ps.total = total;
+    ps.loss = r.loss;
+    ps.accuracy = r.accuracy;
+    ps.lr = schedule_->lr(step_ - 1);
+    ps.grad_norm = r.grad_norm;
+    ps.tokens_per_s = window_seconds > 0 ? window_tokens / window_seconds : 0;
+    ps.ms_per_step = 1000.0 * window_seconds / window_steps;
+    ps.eta_s = ema_step_s * static_cast<double>(total - step_);
+    progress.update(ps);
+    if (step_ % cfg_.logging.every == 0 || step_ == total) {
+      ps.loss = window_loss / window_steps;
+      ps.accuracy = window_acc / window_steps;
+      progress.log_line(ps);
+      metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
+                      {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
+                      {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step},
+                      {"tokens_seen", tokens_seen_}, {"data_wait_s", r.data_seconds}});
+      window_seconds = 0, window_tokens = 0, window_steps = 0, window_loss = 0, window_acc = 0;
+    }
+    if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == total) {
+      progress.clear();
+      run_eval();
+    }
+    if ((cfg_.checkpoint.every > 0 && step_ % cfg_.checkpoint.every == 0) || step_ == total) {
+      progress.clear();
+      save_checkpoint(step_ == total ? "end of training" : "periodic");
+    }
+    if (stop_requested()) {
+      progress.clear();
+      save_checkpoint(fmt::format("signal {}", stop_signal()));
+      spdlog::info("stopped by signal {} at step {}/{}. Resume with: roformer train --run-dir {} --resume auto",
+                   stop_signal(), step_, total, run_dir_);
+      return 0;
+    }
+  }
+  progress.clear();
+  if (last_eval_)
+    spdlog::info("done: {} steps, {} tokens | validation MLM accuracy {:.4f} (loss {:.4f}, perplexity {:.2f})",
+                 step_, tokens_seen_, last_eval_->accuracy, last_eval_->loss, last_eval_->perplexity);
+  else
+    spdlog::info("done: {} steps, {} tokens (no validation data configured)", step_, tokens_seen_);
+  spdlog::info("final checkpoint: {}", (fs::path(ckpt_dir_) / checkpoint_name(step_)).string());
+  return 0;
+}
+
+}  // namespace
+
+int run_training(const TrainRequest& request) {
+  config::Config cfg;
+  std::string origin;
+  std::string resume_dir;
+  std::optional<config::Config> ckpt_cfg;
+  auto run_dir_of = [&](const config::Config& c) { return request.run_dir.empty() ? c.train.run_dir : request.run_dir; };
+
+  if (!request.config_path.empty()) {
+    cfg = config::load_config(request.config_path, request.overrides);
+    origin = request.config_path;
+  }
+  if (!request.resume.empty()) {
+    if (request.resume == "auto") {
+      std::string run_dir = request.run_dir;
+      if (run_dir.empty() && !request.config_path.empty()) run_dir = cfg.train.run_dir;
+      if (run_dir.empty())
+        throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
+      std::vector<std::string> warnings;
+      resume_dir = find_latest_valid_checkpoint((fs::path(run_dir) / "checkpoints").string(), &warnings);
+      for (const auto& w : warnings) spdlog::warn("{}", w);
+      if (resume_dir.empty()) {
+        if (request.config_path.empty())
+          throw Error(fmt::format("--resume auto: no complete checkpoint in {}/checkpoints and no -c CONFIG to "
+                                  "start a new run", run_dir));
+        spdlog::info("--resume auto: no checkpoint in {} yet; starting a new run", run_dir);
+      }
+    } else {
+      resume_dir = request.resume;
+      auto check = verify_checkpoint(resume_dir);
+      if (!check.ok)
+        throw Error(fmt::format("cannot resume from {}: {}. `roformer train --resume auto` picks the newest "
+                                "complete checkpoint instead", resume_dir, check.problem));
+    }
+  }
+  if (!resume_dir.empty()) {
+    ckpt_cfg = config::parse_config(read_text((fs::path(resume_dir) / "config.yaml").string()), {},
+                                    resume_dir + "/config.yaml");
+    if (request.config_path.empty()) {
+      cfg = config::parse_config(config::to_yaml(*ckpt_cfg), request.overrides, resume_dir + "/config.yaml");
+      origin = resume_dir + "/config.yaml";
+    }
+    // Refuse changes that alter the model or the data; apply the harmless ones.
+    auto before = flatten(*ckpt_cfg), after = flatten(cfg);
+    std::vector<std::string> refused, applied;
+    for (const auto& [key, value] : after) {
+      if (before[key] == value) continue;
+      bool ok = false;
+      for (const auto& p : kResumableKeyPrefixes) ok = ok || key.rfind(p, 0) == 0;
+      (ok ? applied : refused).push_back(fmt::format("{}: {} -> {}", key, before[key], value));
+    }
+    if (!refused.empty()) {
+      std::string list;
+      for (const auto& r : refused) list += "\n  " + r;
+      throw Error(fmt::format("cannot resume from {}: the config changes the model or the data:{}\nRevert these "
+                              "keys, or start a new run in another --run-dir", resume_dir, list));
+    }
+    for (const auto& a : applied) spdlog::info("resume: applying config change {}", a);
+  }
+  if (request.config_path.empty() && resume_dir.empty())
+    throw Error("roformer train needs a config: -c configs/tiny.yaml (or --resume with a run directory)");
+  if (!request.run_dir.empty()) cfg.train.run_dir = request.run_dir;
+  config::validate(cfg);
+  setup_logging(cfg.logging.level);
+  Trainer trainer(cfg, run_dir_of(cfg), resume_dir, origin);
+  return trainer.run();
+}
+
+}  // namespace roformer::train
