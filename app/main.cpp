@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("roformer ") + ROFORMER_VERSION);
   app.require_subcommand(1);
   roformer::app::register_config_commands(app);
+  roformer::app::register_data_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
