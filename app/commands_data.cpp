@@ -1,0 +1,80 @@
+// `roformer tokenizer train`, `roformer prepare`, `roformer bench data`: argument parsing only.
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "data/bench.h"
+#include "data/corpus.h"
+#include "data/tokenizer.h"
+
+namespace roformer::app {
+
+void register_data_commands(CLI::App& app) {
+  // roformer tokenizer train
+  auto* tokenizer = app.add_subcommand("tokenizer", "Train a SentencePiece tokenizer ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4)");
+  tokenizer->require_subcommand(1);
+  auto topts = std::make_shared<data::TokenizerTrainOptions>();
+  auto* train = tokenizer->add_subcommand("train", "Train a tokenizer on plain text or JSONL; writes DIR/tokenizer.model");
+  train->add_option("--input", topts->inputs, "Input files (plain text, or .jsonl/.json)")->required();
+  train->add_option("--vocab-size", topts->vocab_size, "Vocabulary size, special tokens included")->required();
+  train->add_option("--model-type", topts->model_type, "unigram | bpe")->capture_default_str();
+  train->add_option("--out", topts->out_dir, "Output directory")->required();
+  train->add_option("--character-coverage", topts->character_coverage, "Share of characters covered")->capture_default_str();
+  train->add_option("--input-sentence-size", topts->input_sentence_size, "Paragraphs sampled from large inputs")->capture_default_str();
+  train->add_option("--seed", topts->seed, "Sampling seed")->capture_default_str();
+  train->add_option("--jsonl-field", topts->jsonl_field, "Text field of JSONL inputs")->capture_default_str();
+  train->callback([topts] { data::train_tokenizer(*topts); });
+
+  // roformer prepare
+  auto popts = std::make_shared<data::PrepareOptions>();
+  auto no_progress = std::make_shared<bool>(false);
+  auto* prepare = app.add_subcommand("prepare", "Encode a corpus once into binary token shards (read by mmap during training)");
+  prepare->add_option("--tokenizer", popts->tokenizer_model, "Tokenizer .model")->required();
+  prepare->add_option("--input", popts->inputs, "Input files (plain text, or .jsonl/.json)")->required();
+  prepare->add_option("--out", popts->out_dir, "Output directory")->required();
+  prepare->add_option("--threads", popts->num_threads, "Encoding threads (0 = all cores)")->capture_default_str();
+  prepare->add_option("--jsonl-field", popts->jsonl_field, "Text field of JSONL inputs")->capture_default_str();
+  prepare->add_flag("--no-progress", *no_progress, "No progress bar or progress log lines");
+  prepare->callback([popts, no_progress] {
+    popts->progress = !*no_progress;
+    data::prepare_corpus(*popts);
+  });
+
+  // roformer bench data (the `bench` group may already exist from another component)
+  CLI::App* bench = nullptr;
+  for (auto* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) bench = sub;
+  if (!bench) {
+    bench = app.add_subcommand("bench", "Benchmarks that print figures");
+    bench->require_subcommand(1);
+  }
+  auto bopts = std::make_shared<data::DataBenchOptions>();
+  bopts->input = "../shared/data/brown/train.txt";
+  auto threads_list = std::make_shared<std::string>("1,2");
+  auto* bench_data = bench->add_subcommand("data", "Prepare throughput per thread count and loader throughput (tokens/s)");
+  bench_data->add_option("--input", bopts->input, "Text to encode")->capture_default_str();
+  bench_data->add_option("--tokenizer", bopts->tokenizer, "Tokenizer .model (default: train a vocab-8000 one on --input)");
+  bench_data->add_option("--seq-len", bopts->seq_len, "T")->capture_default_str();
+  bench_data->add_option("--batch-size", bopts->batch_size, "B")->capture_default_str();
+  bench_data->add_option("--threads-list", *threads_list, "Comma-separated prepare thread counts")->capture_default_str();
+  bench_data->add_option("--seconds", bopts->seconds, "Seconds per loader measurement")->capture_default_str();
+  bench_data->callback([bopts, threads_list] {
+    bopts->threads_list.clear();
+    std::stringstream ss(*threads_list);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      try {
+        bopts->threads_list.push_back(std::stoll(item));
+      } catch (const std::exception&) {
+        throw Error("--threads-list must be comma-separated integers, got " + *threads_list);
+      }
+      if (bopts->threads_list.back() < 1) throw Error("--threads-list entries must be at least 1");
+    }
+    if (bopts->threads_list.empty()) throw Error("--threads-list is empty");
+    data::run_data_benchmark(*bopts);
+  });
+}
+
+}  // namespace roformer::app

@@ -1,0 +1,91 @@
+// Data benchmark: encode the input with 1..N threads, then serve masked batches with num_workers=0
+// (one core, synchronous) and with background workers.
+#include "data/bench.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+
+namespace roformer::data {
+
+namespace fs = std::filesystem;
+
+std::string run_data_benchmark(const DataBenchOptions& options) {
+  using clock = std::chrono::steady_clock;
+  if (!fs::exists(options.input)) throw Error("benchmark input not found: " + options.input + " (pass --input FILE)");
+  const fs::path work = fs::temp_directory_path() / ("roformer-bench-" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{work};
+
+  std::string tokenizer = options.tokenizer;
+  if (tokenizer.empty()) {
+    TokenizerTrainOptions t;
+    t.inputs = {options.input};
+    t.out_dir = (work / "tok").string();
+    t.vocab_size = 8000;
+    const auto t0 = clock::now();
+    tokenizer = train_tokenizer(t);
+    spdlog::info("bench: tokenizer trained in {:.1f}s", std::chrono::duration<double>(clock::now() - t0).count());
+  }
+
+  std::ostringstream table;
+  table << "| measurement | setting | throughput |\n|---|---|---|\n";
+  std::string prepared;
+  for (const int64_t threads : options.threads_list) {
+    PrepareOptions p;
+    p.tokenizer_model = tokenizer;
+    p.inputs = {options.input};
+    p.out_dir = (work / ("prepared-" + std::to_string(threads))).string();
+    p.num_threads = threads;
+    p.progress = false;
+    const PrepareStats s = prepare_corpus(p);
+    table << "| prepare | " << threads << " thread(s) | " << fmt::format("{:.2f} MB/s, {:.2f}M tokens/s", s.bytes / 1e6 / s.seconds,
+                                                                         s.tokens / 1e6 / s.seconds)
+          << " |\n";
+    prepared = p.out_dir;
+  }
+  const auto corpus = PreparedCorpus::open(prepared);
+  int64_t max_workers = 1;
+  for (const int64_t t : options.threads_list) max_workers = std::max(max_workers, t);
+  for (const int64_t workers : {int64_t{0}, max_workers}) {
+    LoaderOptions o;
+    o.batch_size = options.batch_size;
+    o.max_seq_len = options.seq_len;
+    o.num_workers = workers;
+    o.prefetch = 2 * std::max<int64_t>(1, workers);
+    MlmLoader loader(corpus, o);
+    for (int i = 0; i < 3; ++i) loader.next();  // warm-up (allocator, page cache)
+    int64_t tokens = 0, predicted = 0, batches = 0;
+    const auto t0 = clock::now();
+    double secs = 0;
+    do {
+      const Batch b = loader.next();
+      tokens += b.num_tokens;
+      predicted += b.pred_positions.size(0);
+      ++batches;
+      secs = std::chrono::duration<double>(clock::now() - t0).count();
+    } while (secs < options.seconds);
+    table << "| loader | " << (workers == 0 ? "num_workers=0 (synchronous, one core)" : fmt::format("num_workers={}", workers))
+          << fmt::format(", B={} T={} | {:.1f}M tokens/s ({:.2f}M predicted tokens/s, {:.0f} batches/s) |\n", options.batch_size,
+                         options.seq_len, tokens / 1e6 / secs, predicted / 1e6 / secs, batches / secs);
+  }
+  std::cout << table.str() << std::flush;
+  return table.str();
+}
+
+}  // namespace roformer::data

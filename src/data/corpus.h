@@ -1,0 +1,98 @@
+// Corpus preparation (text -> binary token shards, encoded once) and the mmap-backed reader.
+//
+// A prepared directory holds (docs/data.md has the byte layout):
+//   shard_00000.tok ...  header + token ids (uint16 when the vocabulary is < 65536, else uint32)
+//   documents.idx        header + num_documents+1 uint64 offsets of each document in the token stream
+//   word_starts.bin      header + one byte per vocabulary id (1 = SentencePiece word start)
+//   meta.json            written last: counts, shards, tokenizer fingerprint; its presence marks the
+//                        directory complete
+// Every binary file starts with the same 64-byte header (magic, version, dtype, counts, tokenizer
+// fingerprint), so a file from another tokenizer or a truncated file is detected on open.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace roformer::data {
+
+struct PrepareOptions {
+  std::string tokenizer_model;            // SentencePiece .model (roformer tokenizer train)
+  std::vector<std::string> inputs;        // plain text or .jsonl/.json files, in order
+  std::string out_dir;
+  int64_t num_threads = 0;                // encoding threads; 0 = hardware
+  std::string jsonl_field = "text";
+  bool progress = true;                   // progress bar on a TTY, periodic log lines otherwise
+  int64_t shard_tokens = int64_t{1} << 28;  // tokens per shard at most (a shard ends on a document end)
+};
+
+struct PrepareStats {
+  int64_t documents = 0, tokens = 0, bytes = 0;  // bytes: input bytes read
+  double seconds = 0;
+};
+
+// Encodes the inputs into out_dir. Output bytes do not depend on num_threads. Memory is bounded
+// (a fixed number of text chunks in flight). Everything is written into a staging directory inside
+// out_dir and moved into place only on success, so a failed or interrupted run leaves an existing
+// prepared directory untouched. Throws roformer::Error on bad input.
+PrepareStats prepare_corpus(const PrepareOptions& options);
+
+class PreparedCorpus {  // mmap-backed, read-only, thread-safe
+ public:
+  // Throws roformer::Error when missing/corrupt/truncated, or when expected_fingerprint is
+  // non-empty and differs.
+  static std::shared_ptr<const PreparedCorpus> open(const std::string& dir, const std::string& expected_fingerprint = "");
+  ~PreparedCorpus();
+  PreparedCorpus(const PreparedCorpus&) = delete;
+  PreparedCorpus& operator=(const PreparedCorpus&) = delete;
+
+  int64_t num_documents() const { return num_documents_; }
+  int64_t num_tokens() const { return num_tokens_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+  const std::string& dir() const { return dir_; }
+
+  int64_t document_length(int64_t i) const { return offsets_[i + 1] - offsets_[i]; }
+  // Offset of document i's first token in the whole token stream (documents are contiguous).
+  int64_t document_offset(int64_t i) const { return offsets_[i]; }
+  // Token ids of document i appended to out.
+  void append_document(int64_t i, std::vector<int32_t>& out) const;
+  std::vector<int32_t> document(int64_t i) const;
+  // Copies `count` tokens of document `doc` from `offset` into out, widened to int64 (hot path of
+  // the loader: no allocation).
+  void copy_tokens(int64_t doc, int64_t offset, int64_t count, int64_t* out) const;
+  // Word-start flag of a vocabulary id (whole-word masking); false for special ids.
+  bool is_word_start(int64_t id) const { return id >= 0 && id < vocab_size_ && word_starts_[id] != 0; }
+  // The document holding token-stream offset `token` (binary search over the index).
+  int64_t document_at(int64_t token) const;
+
+ private:
+  PreparedCorpus() = default;
+  struct Mapping {
+    void* base = nullptr;
+    size_t size = 0;
+  };
+  struct Shard {
+    Mapping map;
+    const uint8_t* tokens = nullptr;  // first token
+    int64_t first_token = 0;          // offset of its first token in the stream
+    int64_t num_tokens = 0;
+  };
+  const Shard& shard_of(int64_t token) const;
+
+  std::string dir_;
+  std::string fingerprint_;
+  int64_t num_documents_ = 0, num_tokens_ = 0, vocab_size_ = 0;
+  int token_bytes_ = 2;
+  std::vector<Shard> shards_;
+  Mapping index_map_;
+  const uint64_t* offsets_ = nullptr;  // (num_documents + 1,)
+  Mapping word_map_;
+  const uint8_t* word_starts_ = nullptr;  // (vocab_size,)
+};
+
+// True when `path` is a directory holding a complete prepared corpus (its meta.json).
+bool is_prepared_dir(const std::string& path);
+
+}  // namespace roformer::data

@@ -1,0 +1,216 @@
+// Tokenizer: SentencePiece loading/encoding with fixed special ids, training from a streamed and
+// sampled sentence iterator, and the model-file fingerprint.
+#include "data/tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <unordered_map>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "data/text_reader.h"
+
+namespace roformer::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kSpecialPieces[Tokenizer::kNumSpecial] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+
+// Streams the paragraphs of every input to SentencePiece; SentencePiece keeps a reservoir sample
+// of input_sentence_size of them, so memory stays bounded however large the inputs are.
+class ParagraphIterator : public sentencepiece::SentenceIterator {
+ public:
+  ParagraphIterator(const std::vector<std::string>& inputs, const std::string& field)
+      : inputs_(inputs), field_(field) {
+    advance();
+  }
+  bool done() const override { return done_; }
+  void Next() override {
+    ++index_;
+    advance();
+  }
+  const std::string& value() const override { return paragraphs_[index_]; }
+  sentencepiece::util::Status status() const override {
+    if (error_.empty()) return sentencepiece::util::Status();
+    return sentencepiece::util::Status(sentencepiece::util::StatusCode::kInvalidArgument, error_);
+  }
+  const std::string& error() const { return error_; }
+  int64_t count() const { return count_; }
+
+ private:
+  // Moves to the next paragraph, opening the next file when one ends. Errors (bad UTF-8, bad JSON)
+  // end the iteration and are reported through status().
+  void advance() {
+    try {
+      while (index_ >= paragraphs_.size()) {
+        index_ = 0;
+        paragraphs_.clear();
+        if (reader_ && reader_->next(paragraphs_)) continue;
+        if (file_ >= inputs_.size()) {
+          done_ = true;
+          return;
+        }
+        reader_ = std::make_unique<DocumentReader>(inputs_[file_++], field_);
+      }
+      ++count_;
+    } catch (const Error& e) {
+      error_ = e.what();
+      done_ = true;
+    }
+  }
+
+  std::vector<std::string> inputs_;
+  std::string field_;
+  size_t file_ = 0;
+  std::unique_ptr<DocumentReader> reader_;
+  std::vector<std::string> paragraphs_;
+  size_t index_ = 0;
+  bool done_ = false;
+  std::string error_;
+  int64_t count_ = 0;
+};
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw Error("cannot write " + tmp + " (disk full or no permission?)");
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+std::string file_fingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path);
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof(buf));
+    const std::streamsize n = in.gcount();
+    for (std::streamsize i = 0; i < n; ++i) {
+      h ^= static_cast<unsigned char>(buf[i]);
+      h *= 0x100000001b3ULL;  // FNV prime
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+Tokenizer Tokenizer::load(const std::string& model_path) {
+  if (!fs::exists(model_path))
+    throw Error("tokenizer model not found: " + model_path + " (train one with `roformer tokenizer train`)");
+  auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
+  const auto status = sp->Load(model_path);
+  if (!status.ok()) throw Error("cannot load tokenizer " + model_path + ": " + status.ToString());
+  const int n = sp->GetPieceSize();
+  for (int32_t id = 0; id < kNumSpecial; ++id) {
+    if (id >= n || sp->IdToPiece(id) != kSpecialPieces[id])
+      throw Error("tokenizer " + model_path + " does not have " + kSpecialPieces[id] + " at id " + std::to_string(id) +
+                  " (roformer needs [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4; train one with `roformer tokenizer train`)");
+  }
+  Tokenizer t;
+  t.model_path_ = model_path;
+  t.fingerprint_ = file_fingerprint(model_path);
+  t.word_start_.assign(n, 0);
+  static const std::string kWordMark = "\xE2\x96\x81";  // "▁"
+  for (int id = kNumSpecial; id < n; ++id)
+    t.word_start_[id] = sp->IdToPiece(id).compare(0, kWordMark.size(), kWordMark) == 0 ? 1 : 0;
+  t.processor_ = std::move(sp);
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  const auto status = processor_->Encode(text, &ids);
+  if (!status.ok()) throw Error("tokenizer failed to encode text: " + status.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string text;
+  const auto status = processor_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+  if (!status.ok()) throw Error("tokenizer failed to decode ids: " + status.ToString());
+  return text;
+}
+
+std::string Tokenizer::id_to_piece(int32_t id) const {
+  if (id < 0 || id >= vocab_size())
+    throw Error("token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(vocab_size()) + ")");
+  return processor_->IdToPiece(id);
+}
+
+std::string train_tokenizer(const TokenizerTrainOptions& options) {
+  check_inputs_exist(options.inputs);
+  if (options.vocab_size <= Tokenizer::kNumSpecial)
+    throw Error("tokenizer vocab_size " + std::to_string(options.vocab_size) + " is too small: ids 0-4 are taken by " +
+                "[PAD] [UNK] [CLS] [SEP] [MASK]; use a vocabulary of at least a few hundred pieces");
+  if (options.model_type != "unigram" && options.model_type != "bpe")
+    throw Error("tokenizer model_type must be unigram or bpe, got " + options.model_type);
+  if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
+
+  const std::unordered_map<std::string, std::string> args = {
+      {"model_type", options.model_type},
+      {"vocab_size", std::to_string(options.vocab_size)},
+      {"character_coverage", std::to_string(options.character_coverage)},
+      {"input_sentence_size", std::to_string(options.input_sentence_size)},
+      {"shuffle_input_sentence", "true"},
+      {"seed_sentencepiece_size", "1000000"},
+      {"max_sentence_length", "65536"},
+      {"num_threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
+      {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
+      {"pad_piece", "[PAD]"}, {"unk_piece", "[UNK]"}, {"bos_piece", "[CLS]"}, {"eos_piece", "[SEP]"},
+      // A control symbol is never matched in text, so "[MASK]" typed in a document stays text.
+      {"control_symbols", "[MASK]"},
+      // Brackets are always in the vocabulary, so the literal "[MASK]" never encodes to [UNK].
+      {"required_chars", "[]"},
+      {"hard_vocab_limit", "false"},
+      {"minloglevel", "1"},
+  };
+  // SentencePiece seeds its sampling from a global seed.
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
+  ParagraphIterator it(options.inputs, options.jsonl_field);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
+  if (!it.error().empty()) throw Error(it.error());
+  if (it.count() == 0) throw Error("no text found in the tokenizer inputs (are the files empty?)");
+  if (!status.ok())
+    throw Error("tokenizer training failed: " + status.ToString() +
+                " (with little text, lower --vocab-size; the vocabulary must hold every character seen)");
+
+  fs::create_directories(options.out_dir);
+  const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
+  write_file_atomically(model_path, model);
+  const Tokenizer tok = Tokenizer::load(model_path);
+  std::string vocab;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
+  write_file_atomically((fs::path(options.out_dir) / "tokenizer.vocab").string(), vocab);
+  spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {})", tok.vocab_size(),
+               options.model_type, it.count(), model_path, tok.fingerprint());
+  return model_path;
+}
+
+TokenizerTrainOptions tokenizer_options_from_config(const config::Config& config, const std::string& out_dir) {
+  TokenizerTrainOptions o;
+  o.inputs = config.tokenizer.input.empty() ? config.data.train_files : config.tokenizer.input;
+  o.out_dir = out_dir;
+  o.vocab_size = config.tokenizer.vocab_size;
+  o.model_type = config.tokenizer.model_type;
+  o.character_coverage = config.tokenizer.character_coverage;
+  o.input_sentence_size = config.tokenizer.input_sentence_size;
+  o.seed = config.tokenizer.seed;
+  o.jsonl_field = config.data.jsonl_field;
+  return o;
+}
+
+}  // namespace roformer::data
