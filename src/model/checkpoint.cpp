@@ -1,0 +1,80 @@
+// Gradient checkpointing; see checkpoint.h.
+#include "model/checkpoint.h"
+
+#include <ATen/core/Generator.h>
+#include <torch/torch.h>
+
+#include <mutex>
+
+#include "model/layers.h"
+
+namespace roformer::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Generator default_generator(const torch::Device& device) {
+  return at::globalContext().defaultGenerator(device);
+}
+
+torch::Tensor get_rng_state(const torch::Device& device) {
+  auto gen = default_generator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
+  auto gen = default_generator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& mask,
+                               const torch::Tensor& sin_pos, const torch::Tensor& cos_pos, int64_t layer_address) {
+    // Function::apply already disables grad mode here: no activations are kept.
+    ctx->saved_data["layer"] = layer_address;
+    ctx->saved_data["cpu_rng"] = get_rng_state(torch::kCPU);
+    if (x.is_cuda()) ctx->saved_data["device_rng"] = get_rng_state(x.device());
+    ctx->save_for_backward({x, mask, sin_pos, cos_pos});
+    auto* layer = reinterpret_cast<RoFormerLayerImpl*>(layer_address);
+    return layer->forward(x, mask, sin_pos, cos_pos);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto saved = ctx->get_saved_variables();
+    auto* layer = reinterpret_cast<RoFormerLayerImpl*>(ctx->saved_data["layer"].toInt());
+    const auto device = saved[0].device();
+    // Replay the forward's random stream (dropout), then give the caller its own back.
+    auto cpu_now = get_rng_state(torch::kCPU);
+    torch::Tensor device_now;
+    set_rng_state(torch::kCPU, ctx->saved_data["cpu_rng"].toTensor());
+    if (device.is_cuda()) {
+      device_now = get_rng_state(device);
+      set_rng_state(device, ctx->saved_data["device_rng"].toTensor());
+    }
+    auto x = saved[0].detach().requires_grad_(true);
+    torch::Tensor out;
+    {
+      torch::AutoGradMode enable(true);
+      out = layer->forward(x, saved[1], saved[2], saved[3]);
+    }
+    set_rng_state(torch::kCPU, cpu_now);
+    if (device.is_cuda()) set_rng_state(device, device_now);
+    // Re-entrant backward: parameter gradients accumulate into their .grad, x's into x.grad().
+    torch::autograd::backward({out}, {grad_outputs[0]});
+    return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor checkpointed_layer_forward(const std::shared_ptr<RoFormerLayerImpl>& layer, const torch::Tensor& x,
+                                         const torch::Tensor& mask, const torch::Tensor& sin_pos,
+                                         const torch::Tensor& cos_pos) {
+  // The layer outlives the graph (it belongs to the model), so its address is enough to find it.
+  return CheckpointedLayer::apply(x, mask, sin_pos, cos_pos, reinterpret_cast<int64_t>(layer.get()));
+}
+
+}  // namespace roformer::model

@@ -1,0 +1,26 @@
+// Gradient checkpointing of one encoder layer (LibTorch C++ has no torch.utils.checkpoint).
+//
+// Forward runs the layer without building a graph and saves only its input; backward re-runs the
+// layer with grad enabled on a detached copy of the input and back-propagates through it
+// (re-entrant, like torch.utils.checkpoint(use_reentrant=True)). Dropout is reproduced exactly:
+// the CPU generator state (and the CUDA one of the input's device) is saved before the forward
+// and restored around the recomputation, then the caller's state is put back.
+// Limitations, as PyTorch's re-entrant variant: gradients reach the layer's parameters through
+// their .grad (use loss.backward(), not torch::autograd::grad on parameters), and the input must
+// require grad (always true after the trainable embeddings).
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+
+namespace roformer::model {
+
+class RoFormerLayerImpl;
+
+// Same result as layer->forward(x, mask, sin_pos, cos_pos), with activations recomputed in backward.
+torch::Tensor checkpointed_layer_forward(const std::shared_ptr<RoFormerLayerImpl>& layer, const torch::Tensor& x,
+                                         const torch::Tensor& mask, const torch::Tensor& sin_pos,
+                                         const torch::Tensor& cos_pos);
+
+}  // namespace roformer::model

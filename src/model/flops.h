@@ -1,0 +1,19 @@
+// Training FLOPs of one MLM step, for throughput / MFU reporting.
+#pragma once
+
+#include <cstdint>
+
+#include "model/options.h"
+
+namespace roformer::model {
+
+// 3 x the forward matmul FLOPs (forward + backward ~ 1 + 2), 2 m n k per (m x k)(k x n) matmul:
+//   projection  2 B T E H                       (only when E != H)
+//   per layer   QKV 3 * 2 B T H^2 + output 2 B T H^2 + FFN 2 * 2 B T H I
+//               softmax attention: QK^T 2 B T^2 H + AV 2 B T^2 H
+//               linear attention:  K^T V 2 B T H D + Q (K^T V) 2 B T H D
+//   head        2 P H E + 2 P E V               (P = n_pred predicted positions)
+// Embedding lookups, LayerNorm, softmax and the rotary products are not counted.
+double mlm_train_flops_per_step(const RoFormerOptions& options, int64_t batch, int64_t seq_len, int64_t n_pred);
+
+}  // namespace roformer::model

@@ -1,0 +1,173 @@
+// RoFormer building blocks; see layers.h. Reference: transformers 5.23.0 modeling_roformer.py.
+#include "model/layers.h"
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/rotary.h"
+
+namespace roformer::model {
+namespace F = torch::nn::functional;
+
+namespace {
+// An empty module used only to reproduce HF's nesting (e.g. "attention.output.dense").
+std::shared_ptr<torch::nn::Module> group(torch::nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+torch::nn::LayerNorm layer_norm(int64_t size, double eps) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({size}).eps(eps));
+}
+}  // namespace
+
+torch::Tensor activation(const torch::Tensor& x, const std::string& name) {
+  if (name == "gelu") return torch::gelu(x);  // x Phi(x), erf form (HF "gelu")
+  if (name == "gelu_tanh") return torch::gelu(x, "tanh");
+  if (name == "relu") return torch::relu(x);
+  throw Error("unknown model.hidden_act '" + name + "' (expected gelu, gelu_tanh or relu)");
+}
+
+// ---- Embeddings ---------------------------------------------------------------------------------
+RoFormerEmbeddingsImpl::RoFormerEmbeddingsImpl(const RoFormerOptions& options) : options_(options) {
+  const int64_t E = options.embedding_size();
+  word_embeddings = register_module(
+      "word_embeddings",
+      torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size(), E).padding_idx(options.pad_token_id())));
+  if (options.type_vocab_size() > 0)
+    token_type_embeddings = register_module(
+        "token_type_embeddings", torch::nn::Embedding(options.type_vocab_size(), E));
+  layer_norm = register_module("LayerNorm", roformer::model::layer_norm(E, options.layer_norm_eps()));
+}
+
+torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
+  auto x = word_embeddings->forward(input_ids);  // (B, T, E)
+  if (token_type_embeddings) {
+    // Undefined ids mean all zeros (HF's default): add row 0 by broadcasting instead of a lookup.
+    x = token_type_ids.defined() ? x + token_type_embeddings->forward(token_type_ids)
+                                 : x + token_type_embeddings->weight[0];
+  }
+  x = layer_norm->forward(x);
+  return F::dropout(x, F::DropoutFuncOptions().p(options_.hidden_dropout()).training(is_training()));
+}
+
+// ---- Self-attention -----------------------------------------------------------------------------
+RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options) : options_(options) {
+  const int64_t H = options.hidden_size();
+  query = register_module("query", torch::nn::Linear(H, H));
+  key = register_module("key", torch::nn::Linear(H, H));
+  value = register_module("value", torch::nn::Linear(H, H));
+}
+
+torch::Tensor RoFormerSelfAttentionImpl::rotate(const torch::Tensor& x, const torch::Tensor& sin_pos,
+                                                const torch::Tensor& cos_pos) const {
+  return options_.rotary_impl() == "matrix" ? apply_rotary_matrix(x, sin_pos, cos_pos)
+                                            : apply_rotary(x, sin_pos, cos_pos);
+}
+
+torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask,
+                                                 const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
+  const int64_t N = options_.num_heads(), D = H / N;
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, N, D}).transpose(1, 2); };  // (B, N, T, D)
+  auto q = heads(query->forward(x));
+  auto k = heads(key->forward(x));
+  auto v = heads(value->forward(x));
+  if (options_.rotary_value()) v = rotate(v, sin_pos, cos_pos);
+
+  torch::Tensor context;  // (B, N, T, D)
+  if (options_.attention() == "linear") {
+    // Linear attention with RoPE (paper eq. 19): phi(x) = elu(x) + 1,
+    //   out_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
+    // The denominator uses the unrotated features so it stays positive. Padded keys get phi = 0.
+    auto fq = torch::elu(q) + 1.0;
+    auto fk = torch::elu(k) + 1.0;
+    if (mask.defined()) fk = fk * mask.transpose(-1, -2).to(fk.dtype());  // mask (B, 1, T, 1)
+    auto rq = rotate(fq, sin_pos, cos_pos);
+    auto rk = rotate(fk, sin_pos, cos_pos);
+    auto kv = torch::matmul(rk.transpose(-2, -1), v);                       // (B, N, D, D)
+    auto numerator = torch::matmul(rq, kv);                                 // (B, N, T, D)
+    auto denominator = torch::matmul(fq, fk.sum(-2).unsqueeze(-1));         // (B, N, T, 1)
+    context = numerator / denominator.clamp_min(1e-6);
+  } else {
+    q = rotate(q, sin_pos, cos_pos);
+    k = rotate(k, sin_pos, cos_pos);
+    // softmax(q k^T / sqrt(D) + mask) v; an undefined mask lets flash/efficient kernels run.
+    const double p = is_training() ? options_.attention_dropout() : 0.0;
+    context = at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, p);
+  }
+  return context.transpose(1, 2).reshape({B, T, H});
+}
+
+// ---- Encoder layer --------------------------------------------------------------------------------
+RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options) : options_(options) {
+  const int64_t H = options.hidden_size(), I = options.intermediate_size();
+  const double eps = options.layer_norm_eps();
+  auto attention = group(*this, "attention");
+  self_attention = attention->register_module("self", RoFormerSelfAttention(options));
+  auto attention_output = group(*attention, "output");
+  attention_dense = attention_output->register_module("dense", torch::nn::Linear(H, H));
+  attention_layer_norm = attention_output->register_module("LayerNorm", layer_norm(H, eps));
+  auto intermediate = group(*this, "intermediate");
+  intermediate_dense = intermediate->register_module("dense", torch::nn::Linear(H, I));
+  auto output = group(*this, "output");
+  output_dense = output->register_module("dense", torch::nn::Linear(I, H));
+  output_layer_norm = output->register_module("LayerNorm", layer_norm(H, eps));
+}
+
+torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask,
+                                         const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
+  const double p = options_.hidden_dropout();
+  auto drop = [&](const torch::Tensor& t) { return F::dropout(t, F::DropoutFuncOptions().p(p).training(is_training())); };
+  auto ffn = [&](const torch::Tensor& t) {
+    return output_dense->forward(activation(intermediate_dense->forward(t), options_.hidden_act()));
+  };
+  if (options_.norm() == "pre") {
+    auto a = x + drop(attention_dense->forward(self_attention->forward(attention_layer_norm->forward(x), mask, sin_pos, cos_pos)));
+    return a + drop(ffn(output_layer_norm->forward(a)));
+  }
+  auto a = attention_layer_norm->forward(x + drop(attention_dense->forward(self_attention->forward(x, mask, sin_pos, cos_pos))));
+  return output_layer_norm->forward(a + drop(ffn(a)));
+}
+
+// ---- Encoder --------------------------------------------------------------------------------------
+RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options) : options_(options) {
+  const int64_t D = options.hidden_size() / options.num_heads();
+  auto positions = group(*this, "embed_positions");
+  embed_positions = positions->register_buffer(
+      "weight", rotary_table(options.max_position_embeddings(), D, options.rotary_base()));
+  layers = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.num_layers(); ++i) layers->push_back(RoFormerLayer(options));
+  if (options.norm() == "pre")
+    final_layer_norm = register_module("final_layer_norm", layer_norm(options.hidden_size(), options.layer_norm_eps()));
+}
+
+torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  auto [sin_pos, cos_pos] = rotary_sin_cos(embed_positions, x.size(1));  // (T, D) each
+  sin_pos = sin_pos.to(x.dtype());
+  cos_pos = cos_pos.to(x.dtype());
+  const bool checkpoint = options_.gradient_checkpointing() && is_training() && torch::GradMode::is_enabled();
+  auto h = x;
+  for (const auto& module : *layers) {
+    auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(module);
+    h = checkpoint ? checkpointed_layer_forward(layer, h, mask, sin_pos, cos_pos)
+                   : layer->forward(h, mask, sin_pos, cos_pos);
+  }
+  if (final_layer_norm) h = final_layer_norm->forward(h);
+  return h;
+}
+
+// ---- MLM head -------------------------------------------------------------------------------------
+RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options) : options_(options) {
+  // HF's state_dict lists cls.predictions.bias first.
+  bias = register_parameter("bias", torch::zeros({options.vocab_size()}));
+  auto transform = group(*this, "transform");
+  dense = transform->register_module("dense", torch::nn::Linear(options.hidden_size(), options.embedding_size()));
+  layer_norm = transform->register_module("LayerNorm", roformer::model::layer_norm(options.embedding_size(), options.layer_norm_eps()));
+}
+
+torch::Tensor RoFormerLMHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& decoder_weight) {
+  auto t = layer_norm->forward(activation(dense->forward(h), options_.hidden_act()));  // (..., E)
+  return torch::nn::functional::linear(t, decoder_weight, bias);                       // (..., V)
+}
+
+}  // namespace roformer::model

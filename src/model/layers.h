@@ -1,0 +1,109 @@
+// The building blocks of RoFormer, named and nested exactly like Hugging Face's
+// modeling_roformer.py so that `named_parameters()` yields HF's state_dict keys:
+//   RoFormerEmbeddings    -> roformer.embeddings.{word_embeddings, token_type_embeddings, LayerNorm}
+//   RoFormerSelfAttention -> ...layer.L.attention.self.{query, key, value}
+//   RoFormerLayer         -> ...layer.L.{attention.output.{dense, LayerNorm}, intermediate.dense,
+//                                        output.{dense, LayerNorm}}
+//   RoFormerEncoder       -> roformer.encoder.{embed_positions.weight (buffer), layer.L, final_layer_norm}
+//   RoFormerLMHead        -> cls.predictions.{bias, transform.{dense, LayerNorm}}
+// Dimensions: B batch, T sequence, H hidden, E embedding, V vocab, N heads, D head dim, I inner.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/options.h"
+
+namespace roformer::model {
+
+// hidden_act by name: gelu (erf), gelu_tanh, relu.
+torch::Tensor activation(const torch::Tensor& x, const std::string& name);
+
+class RoFormerEmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit RoFormerEmbeddingsImpl(const RoFormerOptions& options);
+  // input_ids, token_type_ids: (B, T) -> (B, T, E). LayerNorm(word + token_type), then dropout.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids = {});
+
+  torch::nn::Embedding word_embeddings{nullptr};        // (V, E), padding_idx = pad_token_id
+  torch::nn::Embedding token_type_embeddings{nullptr};  // (type_vocab_size, E); null when 0
+  torch::nn::LayerNorm layer_norm{nullptr};             // HF name "LayerNorm"
+
+ private:
+  RoFormerOptions options_;
+};
+TORCH_MODULE(RoFormerEmbeddings);
+
+class RoFormerSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit RoFormerSelfAttentionImpl(const RoFormerOptions& options);
+  // x: (B, T, H); mask: (B, 1, 1, T) bool, true = key is a token, or undefined (no padding);
+  // sin_pos, cos_pos: (T, D). Returns the per-head context merged back to (B, T, H).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, const torch::Tensor& sin_pos,
+                        const torch::Tensor& cos_pos);
+
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  // (H, H) each
+
+ private:
+  torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) const;
+  RoFormerOptions options_;
+};
+TORCH_MODULE(RoFormerSelfAttention);
+
+class RoFormerLayerImpl : public torch::nn::Module {
+ public:
+  explicit RoFormerLayerImpl(const RoFormerOptions& options);
+  // x: (B, T, H) -> (B, T, H). Arguments as RoFormerSelfAttention.
+  //   post: a = LN(x + Drop(W_o Attn(x))),        y = LN(a + Drop(W_2 act(W_1 a)))
+  //   pre:  a = x + Drop(W_o Attn(LN(x))),        y = a + Drop(W_2 act(W_1 LN(a)))
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, const torch::Tensor& sin_pos,
+                        const torch::Tensor& cos_pos);
+
+  RoFormerSelfAttention self_attention{nullptr};          // attention.self
+  torch::nn::Linear attention_dense{nullptr};             // attention.output.dense (H, H)
+  torch::nn::LayerNorm attention_layer_norm{nullptr};     // attention.output.LayerNorm
+  torch::nn::Linear intermediate_dense{nullptr};          // intermediate.dense (I, H)
+  torch::nn::Linear output_dense{nullptr};                // output.dense (H, I)
+  torch::nn::LayerNorm output_layer_norm{nullptr};        // output.LayerNorm
+
+ private:
+  RoFormerOptions options_;
+};
+TORCH_MODULE(RoFormerLayer);
+
+class RoFormerEncoderImpl : public torch::nn::Module {
+ public:
+  explicit RoFormerEncoderImpl(const RoFormerOptions& options);
+  // x: (B, T, H); mask: (B, 1, 1, T) bool or undefined. The rotary table is sliced to T.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+
+  torch::Tensor embed_positions;                  // (P, D) sin|cos table, buffer (HF embed_positions.weight)
+  torch::nn::ModuleList layers{nullptr};          // "layer"
+  torch::nn::LayerNorm final_layer_norm{nullptr};  // pre-LN only
+
+ private:
+  RoFormerOptions options_;
+};
+TORCH_MODULE(RoFormerEncoder);
+
+class RoFormerLMHeadImpl : public torch::nn::Module {
+ public:
+  explicit RoFormerLMHeadImpl(const RoFormerOptions& options);
+  // h: (..., H); decoder_weight: (V, E), the tied word embedding. Returns (..., V):
+  //   logits = LN(act(h W_t^T + b_t)) W_e^T + bias
+  torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& decoder_weight);
+
+  torch::Tensor bias;                          // (V) cls.predictions.bias (= decoder.bias in HF)
+  torch::nn::Linear dense{nullptr};            // transform.dense (E, H)
+  torch::nn::LayerNorm layer_norm{nullptr};    // transform.LayerNorm (E)
+
+ private:
+  RoFormerOptions options_;
+};
+TORCH_MODULE(RoFormerLMHead);
+
+}  // namespace roformer::model

@@ -1,0 +1,65 @@
+// RoFormerOptions: every knob of the RoFormer MLM model, mirroring config::ModelConfig (see
+// docs/config.md for the meaning of each) plus two settings used only by tests and benchmarks.
+#pragma once
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <string>
+
+namespace roformer::config {
+struct ModelConfig;
+}
+
+namespace roformer::model {
+
+struct RoFormerOptions {
+  RoFormerOptions() = default;
+  /// V: vocabulary size (rows of the word embedding and of the tied MLM decoder).
+  TORCH_ARG(int64_t, vocab_size) = 0;
+  /// H: hidden size.
+  TORCH_ARG(int64_t, hidden_size) = 768;
+  /// Encoder layers.
+  TORCH_ARG(int64_t, num_layers) = 12;
+  /// N: attention heads; the head dim D = H / N must be even (rotary pairs).
+  TORCH_ARG(int64_t, num_heads) = 12;
+  /// Feed-forward inner size.
+  TORCH_ARG(int64_t, intermediate_size) = 3072;
+  /// E: embedding size (resolved, never 0). E != H adds the E -> H `embeddings_project` Linear.
+  TORCH_ARG(int64_t, embedding_size) = 768;
+  /// Rows of the rotary sin/cos table: the longest sequence the model accepts.
+  TORCH_ARG(int64_t, max_position_embeddings) = 1536;
+  /// Token-type embedding rows; 0 disables the token-type embedding.
+  TORCH_ARG(int64_t, type_vocab_size) = 2;
+  /// Dropout after the embeddings, the attention output and the feed-forward output.
+  TORCH_ARG(double, hidden_dropout) = 0.1;
+  /// Dropout on the attention probabilities (softmax attention only).
+  TORCH_ARG(double, attention_dropout) = 0.1;
+  TORCH_ARG(double, layer_norm_eps) = 1e-12;
+  /// Std of the normal initializer (HF's initializer_range).
+  TORCH_ARG(double, initializer_range) = 0.02;
+  /// theta_i = rotary_base^(-2i/D).
+  TORCH_ARG(double, rotary_base) = 10000.0;
+  /// Also rotate V (HF's rotary_value).
+  TORCH_ARG(bool, rotary_value) = false;
+  /// "post" (HF RoFormer / BERT) or "pre" (pre-LayerNorm plus a final LayerNorm).
+  TORCH_ARG(std::string, norm) = "post";
+  /// "softmax" (scaled dot-product attention) or "linear" (the paper's elu+1 linear attention).
+  TORCH_ARG(std::string, attention) = "softmax";
+  /// "gelu" (exact erf, HF "gelu"), "gelu_tanh" (HF "gelu_pytorch_tanh" / "gelu_new") or "relu".
+  TORCH_ARG(std::string, hidden_act) = "gelu";
+  /// Recompute each layer in backward instead of storing its activations.
+  TORCH_ARG(bool, gradient_checkpointing) = false;
+  /// Padding token: its word-embedding row starts at zero and receives no gradient from the lookup.
+  TORCH_ARG(int64_t, pad_token_id) = 0;
+  /// "elementwise" (x cos + rotate_half(x) sin) or "matrix" (naive rotation matrices; benchmark only).
+  TORCH_ARG(std::string, rotary_impl) = "elementwise";
+};
+
+// From the config section; vocab_size is passed separately (the config's may be 0 = from tokenizer).
+RoFormerOptions options_from_config(const config::ModelConfig& model, int64_t vocab_size);
+
+// Throws roformer::Error when the options are inconsistent (e.g. H not divisible by N, odd D).
+void validate_options(const RoFormerOptions& options);
+
+}  // namespace roformer::model

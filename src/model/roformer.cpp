@@ -1,0 +1,232 @@
+// RoFormerForMaskedLM; see roformer.h.
+#include "model/roformer.h"
+
+#include <torch/torch.h>
+
+#include <set>
+#include <sstream>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace roformer::model {
+
+namespace {
+constexpr const char* kDecoderWeight = "cls.predictions.decoder.weight";
+constexpr const char* kDecoderBias = "cls.predictions.decoder.bias";
+constexpr const char* kWordEmbeddings = "roformer.embeddings.word_embeddings.weight";
+constexpr const char* kHeadBias = "cls.predictions.bias";
+constexpr const char* kPositions = "roformer.encoder.embed_positions.weight";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+std::string shape_str(const torch::Tensor& t) {
+  std::ostringstream os;
+  os << t.sizes();
+  return os.str();
+}
+}  // namespace
+
+RoFormerOptions options_from_config(const config::ModelConfig& m, int64_t vocab_size) {
+  return RoFormerOptions()
+      .vocab_size(vocab_size)
+      .hidden_size(m.hidden_size)
+      .num_layers(m.num_layers)
+      .num_heads(m.num_heads)
+      .intermediate_size(m.intermediate_size)
+      .embedding_size(config::effective_embedding_size(m))
+      .max_position_embeddings(m.max_position_embeddings)
+      .type_vocab_size(m.type_vocab_size)
+      .hidden_dropout(m.hidden_dropout)
+      .attention_dropout(m.attention_dropout)
+      .layer_norm_eps(m.layer_norm_eps)
+      .initializer_range(m.initializer_range)
+      .rotary_base(m.rotary_base)
+      .rotary_value(m.rotary_value)
+      .norm(m.norm)
+      .attention(m.attention)
+      .hidden_act(m.hidden_act)
+      .gradient_checkpointing(m.gradient_checkpointing);
+}
+
+void validate_options(const RoFormerOptions& o) {
+  auto bad = [](const std::string& what) { throw Error("invalid model options: " + what); };
+  if (o.vocab_size() <= 0) bad("vocab_size must be > 0 (got " + std::to_string(o.vocab_size()) + ")");
+  if (o.hidden_size() <= 0 || o.num_heads() <= 0 || o.num_layers() < 0 || o.intermediate_size() <= 0 ||
+      o.embedding_size() <= 0 || o.max_position_embeddings() <= 0 || o.type_vocab_size() < 0)
+    bad("sizes must be positive");
+  if (o.hidden_size() % o.num_heads() != 0)
+    bad("hidden_size " + std::to_string(o.hidden_size()) + " is not divisible by num_heads " +
+        std::to_string(o.num_heads()));
+  if ((o.hidden_size() / o.num_heads()) % 2 != 0)
+    bad("head dim hidden_size/num_heads = " + std::to_string(o.hidden_size() / o.num_heads()) +
+        " must be even for rotary pairs");
+  if (o.pad_token_id() < 0 || o.pad_token_id() >= o.vocab_size()) bad("pad_token_id outside the vocabulary");
+  if (o.norm() != "post" && o.norm() != "pre") bad("norm must be post or pre, got " + o.norm());
+  if (o.attention() != "softmax" && o.attention() != "linear")
+    bad("attention must be softmax or linear, got " + o.attention());
+  if (o.hidden_act() != "gelu" && o.hidden_act() != "gelu_tanh" && o.hidden_act() != "relu")
+    bad("hidden_act must be gelu, gelu_tanh or relu, got " + o.hidden_act());
+  if (o.rotary_impl() != "elementwise" && o.rotary_impl() != "matrix")
+    bad("rotary_impl must be elementwise or matrix, got " + o.rotary_impl());
+}
+
+RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options) : options_(options) {
+  validate_options(options_);
+  auto roformer = register_module("roformer", std::make_shared<torch::nn::Module>());
+  embeddings = roformer->register_module("embeddings", RoFormerEmbeddings(options_));
+  if (options_.embedding_size() != options_.hidden_size())
+    embeddings_project = roformer->register_module(
+        "embeddings_project", torch::nn::Linear(options_.embedding_size(), options_.hidden_size()));
+  encoder = roformer->register_module("encoder", RoFormerEncoder(options_));
+  auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
+  head = cls->register_module("predictions", RoFormerLMHead(options_));
+  init_weights();
+}
+
+void RoFormerForMaskedLMImpl::init_weights() {
+  // HF _init_weights: Linear and Embedding weights ~ N(0, initializer_range), biases 0, LayerNorm
+  // weight 1 / bias 0, the padding row of the word embedding 0, cls.predictions.bias 0. The rotary
+  // table is already HF's create_weight().
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    const auto& name = p.key();
+    auto& t = p.value();
+    const bool is_norm = name.find("LayerNorm") != std::string::npos || name.find("final_layer_norm") != std::string::npos;
+    if (is_norm) {
+      ends_with(name, ".weight") ? t.fill_(1.0) : t.zero_();
+    } else if (ends_with(name, "bias")) {
+      t.zero_();
+    } else {
+      t.normal_(0.0, options_.initializer_range());
+    }
+  }
+  embeddings->word_embeddings->weight[options_.pad_token_id()].zero_();
+}
+
+torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                              const torch::Tensor& token_type_ids) {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be (B, T), got ", input_ids.sizes());
+  TORCH_CHECK(input_ids.scalar_type() == torch::kLong, "input_ids must be int64");
+  const int64_t B = input_ids.size(0), T = input_ids.size(1);
+  if (T > options_.max_position_embeddings())
+    throw Error("sequence length " + std::to_string(T) + " exceeds model.max_position_embeddings " +
+                std::to_string(options_.max_position_embeddings()) +
+                " (lower data.max_seq_len or raise model.max_position_embeddings)");
+  if (input_ids.numel() > 0) {
+    auto [lo, hi] = torch::aminmax(input_ids);
+    const int64_t min_id = lo.item<int64_t>(), max_id = hi.item<int64_t>();
+    if (min_id < 0 || max_id >= options_.vocab_size())
+      throw Error("token id " + std::to_string(max_id >= options_.vocab_size() ? max_id : min_id) +
+                  " outside the vocabulary [0, " + std::to_string(options_.vocab_size()) +
+                  ") (does the tokenizer match model.vocab_size?)");
+  }
+  if (token_type_ids.defined())
+    TORCH_CHECK(token_type_ids.sizes() == input_ids.sizes(), "token_type_ids must be (B, T) like input_ids");
+
+  // Key-padding mask (B, 1, 1, T), true = attend; left undefined when nothing is padded.
+  torch::Tensor mask;
+  if (attention_mask.defined()) {
+    TORCH_CHECK(attention_mask.sizes() == input_ids.sizes(), "attention_mask must be (B, T) like input_ids, got ",
+                attention_mask.sizes());
+    auto keep = attention_mask.to(torch::kBool);
+    if (!keep.all().item<bool>()) mask = keep.view({B, 1, 1, T});
+  }
+
+  auto x = embeddings->forward(input_ids, token_type_ids);  // (B, T, E)
+  if (embeddings_project) x = embeddings_project->forward(x);  // (B, T, H)
+  return encoder->forward(x, mask);                          // (B, T, H)
+}
+
+torch::Tensor RoFormerForMaskedLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                               const torch::Tensor& token_type_ids) {
+  return head->forward(encode(input_ids, attention_mask, token_type_ids), embeddings->word_embeddings->weight);
+}
+
+torch::Tensor RoFormerForMaskedLMImpl::forward_sparse(const torch::Tensor& input_ids,
+                                                      const torch::Tensor& attention_mask,
+                                                      const torch::Tensor& pred_positions,
+                                                      const torch::Tensor& token_type_ids) {
+  TORCH_CHECK(pred_positions.dim() == 1 && pred_positions.scalar_type() == torch::kLong,
+              "pred_positions must be (P,) int64 flat indices into B*T");
+  auto h = encode(input_ids, attention_mask, token_type_ids);  // (B, T, H)
+  auto picked = h.reshape({-1, h.size(-1)}).index_select(0, pred_positions);  // (P, H)
+  return head->forward(picked, embeddings->word_embeddings->weight);         // (P, V)
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::hf_named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  bool positions_added = false;
+  for (const auto& p : named_parameters()) {
+    if (!positions_added && p.key().rfind("roformer.encoder.", 0) == 0) {
+      out.emplace_back(kPositions, encoder->embed_positions);
+      positions_added = true;
+    }
+    out.emplace_back(p.key(), p.value());
+  }
+  if (!positions_added) out.emplace_back(kPositions, encoder->embed_positions);  // num_layers == 0
+  out.emplace_back(kDecoderWeight, embeddings->word_embeddings->weight);
+  out.emplace_back(kDecoderBias, head->bias);
+  return out;
+}
+
+void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors) {
+  const std::set<std::string> optional = {kDecoderWeight, kDecoderBias, kPositions};
+  std::vector<std::string> problems;
+  std::map<std::string, torch::Tensor> expected;
+  for (auto& [name, t] : hf_named_parameters()) expected.emplace(name, t);
+  for (const auto& [name, t] : expected)
+    if (!tensors.count(name) && !optional.count(name)) problems.push_back("missing key " + name);
+  for (const auto& [name, t] : tensors) {
+    auto it = expected.find(name);
+    if (it == expected.end()) {
+      problems.push_back("unexpected key " + name);
+    } else if (!t.defined() || t.sizes() != it->second.sizes()) {
+      problems.push_back("shape mismatch for " + name + ": expected " + shape_str(it->second) + ", got " +
+                         (t.defined() ? shape_str(t) : std::string("undefined")));
+    }
+  }
+  if (!problems.empty()) {
+    std::string msg = "cannot load Hugging Face RoFormerForMaskedLM weights (" + std::to_string(problems.size()) +
+                      " problem(s); does the checkpoint match the model config?):";
+    for (const auto& p : problems) msg += "\n  " + p;
+    throw Error(msg);
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : tensors) {
+    // The aliases hold the same tensors as their primary keys; copy the primary when both exist.
+    if (name == kDecoderWeight && tensors.count(kWordEmbeddings)) continue;
+    if (name == kDecoderBias && tensors.count(kHeadBias)) continue;
+    expected.at(name).copy_(t);
+  }
+}
+
+int64_t RoFormerForMaskedLMImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+bool RoFormerForMaskedLMImpl::decays(const std::string& name, bool include_embeddings) const {
+  if (name.find("LayerNorm") != std::string::npos || name.find("final_layer_norm") != std::string::npos) return false;
+  if (ends_with(name, "bias")) return false;
+  if (name.find("_embeddings.") != std::string::npos) return include_embeddings;
+  return true;  // Linear weights
+}
+
+std::vector<torch::Tensor> RoFormerForMaskedLMImpl::decay_parameters(bool include_embeddings) const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : named_parameters())
+    if (decays(p.key(), include_embeddings)) out.push_back(p.value());
+  return out;
+}
+
+std::vector<torch::Tensor> RoFormerForMaskedLMImpl::no_decay_parameters(bool include_embeddings) const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : named_parameters())
+    if (!decays(p.key(), include_embeddings)) out.push_back(p.value());
+  return out;
+}
+
+}  // namespace roformer::model

@@ -1,0 +1,73 @@
+// RoFormerForMaskedLM: the RoFormer encoder (Su et al. 2021) with the BERT-style MLM head, laid out
+// like Hugging Face's RoFormerForMaskedLM so parameters map one to one to its state_dict keys
+// (docs/model.md has the table). Data flow, top to bottom:
+//   input_ids (B, T) -> embeddings (B, T, E) [-> embeddings_project (B, T, H)]
+//   -> encoder: num_layers x RoFormerLayer with rotary self-attention (B, T, H)
+//   -> MLM head: dense H->E, act, LayerNorm(E), decoder E->V tied to the word embedding, + bias.
+// Training uses forward_sparse: the head runs only at the P predicted positions, logits (P, V).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/layers.h"
+#include "model/options.h"
+
+namespace roformer::model {
+
+class RoFormerForMaskedLMImpl : public torch::nn::Module {
+ public:
+  explicit RoFormerForMaskedLMImpl(const RoFormerOptions& options);
+
+  // Encoder output (B, T, H). attention_mask: (B, T) int64/bool, 1 = token, 0 = padding, or
+  // undefined (no padding). token_type_ids: (B, T) int64 or undefined (zeros).
+  // Throws roformer::Error for token ids outside [0, vocab_size) or T > max_position_embeddings.
+  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                       const torch::Tensor& token_type_ids = {});
+  // Dense MLM logits (B, T, V).
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                        const torch::Tensor& token_type_ids = {});
+  // Sparse MLM logits (P, V) at pred_positions: (P,) int64 flat indices into B*T.
+  torch::Tensor forward_sparse(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                               const torch::Tensor& pred_positions, const torch::Tensor& token_type_ids = {});
+
+  const RoFormerOptions& options() const { return options_; }
+
+  // Parameters under Hugging Face RoFormerForMaskedLM state_dict names, in HF's order. Tied tensors
+  // appear under every HF key that holds them: cls.predictions.decoder.weight is the word embedding,
+  // cls.predictions.decoder.bias is cls.predictions.bias. Also lists the rotary table buffer as
+  // roformer.encoder.embed_positions.weight. Pre-LN adds roformer.encoder.final_layer_norm.* (no HF
+  // equivalent). The tensors are the live ones (not copies).
+  std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
+  // Loads tensors by HF names (copy_ under NoGradGuard, converting dtype). The alias keys
+  // (decoder.weight, decoder.bias) and embed_positions.weight are optional, as HF may drop them.
+  // Throws roformer::Error listing missing/unexpected keys and shape mismatches.
+  void load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors);
+  // Unique trainable parameters, tied weights counted once (excludes the rotary table buffer, which
+  // HF stores as a frozen nn.Parameter and so counts in its num_parameters()).
+  int64_t num_parameters() const;
+
+  // Weight-decay groups: Linear weights decay; biases and LayerNorm weights/biases don't; the word
+  // and token-type embeddings go to decay only when include_embeddings. Every parameter is in
+  // exactly one group, each tied tensor once.
+  std::vector<torch::Tensor> decay_parameters(bool include_embeddings) const;
+  std::vector<torch::Tensor> no_decay_parameters(bool include_embeddings) const;
+
+  RoFormerEmbeddings embeddings{nullptr};           // roformer.embeddings
+  torch::nn::Linear embeddings_project{nullptr};    // roformer.embeddings_project (H, E); only if E != H
+  RoFormerEncoder encoder{nullptr};                 // roformer.encoder
+  RoFormerLMHead head{nullptr};                     // cls.predictions
+
+ private:
+  void init_weights();
+  bool decays(const std::string& name, bool include_embeddings) const;
+  RoFormerOptions options_;
+};
+TORCH_MODULE(RoFormerForMaskedLM);
+
+}  // namespace roformer::model

@@ -1,0 +1,36 @@
+// Rotary position embedding (RoPE, Su et al. 2021, "RoFormer", eq. 13/34) in Hugging Face
+// RoFormer's layout, so weights are interchangeable with RoFormerForMaskedLM.
+//
+// theta_i = base^(-2i/D), i = 0 .. D/2-1. The table (P, D) holds sin(m theta_i) in columns
+// [0, D/2) and cos(m theta_i) in [D/2, D) for positions m < P (HF's
+// RoFormerSinusoidalPositionalEmbedding). Pairs are adjacent dimensions (2i, 2i+1):
+//   x'_{2i}   = x_{2i} cos(m theta_i) - x_{2i+1} sin(m theta_i)
+//   x'_{2i+1} = x_{2i+1} cos(m theta_i) + x_{2i} sin(m theta_i)
+// computed element-wise as x * cos_pos + rotate_half(x) * sin_pos, where
+// rotate_half(x) = [-x1, x0, -x3, x2, ...] and sin_pos = [s0, s0, s1, s1, ...] (repeat-interleave).
+#pragma once
+
+#include <torch/types.h>
+
+#include <utility>
+
+namespace roformer::model {
+
+// The (P, D) sin|cos table above, float32, computed in double like HF's numpy code.
+torch::Tensor rotary_table(int64_t max_positions, int64_t head_dim, double base = 10000.0);
+
+// (T, D) sin_pos and cos_pos for the first T rows of the table (each value repeated twice).
+std::pair<torch::Tensor, torch::Tensor> rotary_sin_cos(const torch::Tensor& table, int64_t seq_len);
+
+// [-x1, x0, -x3, x2, ...] along the last dimension.
+torch::Tensor rotate_half(const torch::Tensor& x);
+
+// x: (..., T, D); sin_pos, cos_pos: (T, D). Element-wise form; no rotation matrix is built.
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
+
+// The naive reference: builds the block-diagonal rotation matrices R_m (T, D, D) and computes
+// x'_m = R_m x_m. O(T D^2) memory and time; used only by tests and the benchmark.
+torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
+torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
+
+}  // namespace roformer::model
