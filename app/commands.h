@@ -8,6 +8,7 @@ namespace roformer::app {
 
 void register_config_commands(CLI::App& app);
 void register_train_commands(CLI::App& app);
+void register_tool_commands(CLI::App& app);
 void register_data_commands(CLI::App& app);
 
 }  // namespace roformer::app

@@ -1,0 +1,63 @@
+// `roformer eval | fill-mask | inspect | export`: using a trained checkpoint.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "tools/eval.h"
+#include "tools/export_hf.h"
+#include "tools/fill_mask.h"
+#include "tools/inspect.h"
+
+namespace roformer::app {
+
+void register_tool_commands(CLI::App& app) {
+  {
+    auto req = std::make_shared<tools::EvalRequest>();
+    auto* cmd = app.add_subcommand("eval", "MLM accuracy (top-1/top-5), loss and perplexity of a checkpoint");
+    cmd->add_option("--checkpoint", req->checkpoint, "Checkpoint directory, or a run directory (its newest one)")
+        ->required();
+    cmd->add_option("--data", req->data, "Text/JSONL files or a prepared directory (default: the run's validation files)");
+    cmd->add_option("--mask-prob", req->mask_prob, "Fraction of positions predicted (default: the run's masking.mask_prob)")
+        ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--seed", req->seed, "Seed of the masks (fixed: figures compare across runs)")->capture_default_str();
+    cmd->add_option("--batch-size", req->batch_size, "Sequences per batch (does not change the figures)")
+        ->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--max-sequences", req->max_sequences, "Evaluate only the first N sequences (default: all)");
+    cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_flag("--json", req->json, "Also print one JSON record on stdout");
+    cmd->callback([req] { tools::run_eval(*req); });
+  }
+  {
+    auto req = std::make_shared<tools::FillMaskRequest>();
+    auto* cmd = app.add_subcommand("fill-mask", "Top-k predictions for every [MASK] in a text (or stdin, one per line)");
+    cmd->add_option("--checkpoint", req->checkpoint, "Checkpoint directory, or a run directory")->required();
+    cmd->add_option("text", req->texts, "Text(s) containing [MASK]; none: read lines from stdin");
+    cmd->add_option("--top-k", req->top_k, "Predictions per mask")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_flag("--json", req->json, "One JSON record per text");
+    cmd->callback([req] { tools::run_fill_mask(*req); });
+  }
+  {
+    auto path = std::make_shared<std::string>();
+    auto json = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("inspect", "Step, tokens, config, parameters, metrics and integrity of a checkpoint");
+    cmd->add_option("path", *path, "Checkpoint directory, or a run directory (its newest checkpoint)")->required();
+    cmd->add_flag("--json", *json, "One JSON record");
+    cmd->callback([path, json] {
+      if (tools::run_inspect(*path, *json) != 0) throw CLI::RuntimeError(1);
+    });
+  }
+  {
+    auto checkpoint = std::make_shared<std::string>();
+    auto out = std::make_shared<std::string>();
+    auto format = std::make_shared<std::string>("hf");
+    auto* cmd = app.add_subcommand("export", "Export a checkpoint for Hugging Face transformers (RoFormerForMaskedLM)");
+    cmd->add_option("--checkpoint", *checkpoint, "Checkpoint directory, or a run directory")->required();
+    cmd->add_option("--format", *format, "Output format")->check(CLI::IsMember({"hf"}))->capture_default_str();
+    cmd->add_option("--out", *out, "Output directory")->required();
+    cmd->callback([checkpoint, out] { tools::export_hf(*checkpoint, *out); });
+  }
+}
+
+}  // namespace roformer::app

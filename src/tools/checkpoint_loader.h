@@ -1,0 +1,33 @@
+// Loading a training checkpoint for inference (eval, fill-mask, inspect, export): verifies the
+// files against the manifest, then rebuilds the config, tokenizer and model it describes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "data/tokenizer.h"
+#include "model/roformer.h"
+
+namespace roformer::tools {
+
+struct LoadedCheckpoint {
+  std::string dir;                 // the checkpoint directory
+  config::Config config;           // its resolved config
+  nlohmann::json state;            // trainer_state.json
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  model::RoFormerForMaskedLM model{nullptr};  // in eval mode, on the requested device
+};
+
+// `path` is a checkpoint directory (RUN/checkpoints/step_N) or a run directory (then its newest
+// complete checkpoint). Throws roformer::Error saying what is wrong: not found, incomplete,
+// corrupt (which file), or weights that do not fit the config.
+std::string resolve_checkpoint_dir(const std::string& path);
+LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device);
+
+// auto | cpu | cuda | cuda:N -> a device; a CUDA device without CUDA is an error.
+torch::Device pick_device(const std::string& name);
+
+}  // namespace roformer::tools

@@ -1,0 +1,111 @@
+#include "tools/eval.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "tools/checkpoint_loader.h"
+#include "train/evaluate.h"
+
+namespace roformer::tools {
+namespace fs = std::filesystem;
+
+torch::Device pick_device(const std::string& name) {
+  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  if (name != "cpu" && !torch::cuda::is_available())
+    throw Error(fmt::format("--device {} asked for, but no CUDA device is available; use --device cpu", name));
+  return torch::Device(name);
+}
+
+namespace {
+
+// Raw text is encoded with the checkpoint's tokenizer into a temporary prepared directory.
+class TempPrepared {
+ public:
+  TempPrepared(const std::vector<std::string>& files, const data::Tokenizer& tokenizer, const std::string& jsonl_field) {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / fmt::format("roformer-eval-{}-{}", ::getpid(), rd());
+    data::PrepareOptions o;
+    o.tokenizer_model = tokenizer.model_path();
+    o.inputs = files;
+    o.out_dir = dir_.string();
+    o.jsonl_field = jsonl_field;
+    o.progress = false;
+    data::prepare_corpus(o);
+  }
+  ~TempPrepared() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string dir() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
+}  // namespace
+
+int run_eval(const EvalRequest& req) {
+  const torch::Device device = pick_device(req.device);
+  auto ck = load_checkpoint(req.checkpoint, device);
+  std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
+  if (files.empty())
+    throw Error("no evaluation data: pass --data FILE... (text, JSONL or a prepared directory); the run had no "
+                "data.valid_files");
+  std::shared_ptr<const data::PreparedCorpus> corpus;
+  std::unique_ptr<TempPrepared> temp;
+  if (files.size() == 1 && data::is_prepared_dir(files[0])) {
+    corpus = data::PreparedCorpus::open(files[0], ck.tokenizer->fingerprint());
+  } else {
+    for (const auto& f : files)
+      if (!fs::exists(f)) throw Error(fmt::format("evaluation data '{}' does not exist", f));
+    temp = std::make_unique<TempPrepared>(files, *ck.tokenizer, ck.config.data.jsonl_field);
+    corpus = data::PreparedCorpus::open(temp->dir(), ck.tokenizer->fingerprint());
+  }
+  config::Config cfg = ck.config;
+  if (req.mask_prob > 0) cfg.masking.mask_prob = req.mask_prob;
+  auto opts = data::loader_options_from_config(cfg, req.batch_size);
+  opts.num_workers = 0;
+  const int64_t max_seq = req.max_sequences > 0 ? req.max_sequences : std::numeric_limits<int64_t>::max();
+  auto batches = data::make_eval_batches(corpus, opts, max_seq, req.batch_size, req.seed);
+  if (batches.empty())
+    throw Error(fmt::format("the evaluation data holds no complete sequence of {} tokens; give more text",
+                            cfg.data.max_seq_len));
+  const std::string precision = device.is_cuda() ? ck.config.train.precision : "fp32";
+  auto r = train::evaluate_mlm(ck.model, batches, device, precision);
+  const double tokens_per_s = r.seconds > 0 ? static_cast<double>(r.n_tokens) / r.seconds : 0.0;
+  const int64_t step = ck.state.value("step", int64_t{0});
+  std::string data_desc;
+  for (const auto& f : files) data_desc += (data_desc.empty() ? "" : ", ") + f;
+  std::cerr << fmt::format(
+      "checkpoint      {} (step {})\n"
+      "data            {}\n"
+      "sequences       {} x {} tokens, {} predicted (mask_prob {}, seed {})\n"
+      "MLM accuracy    {:.4f}   (top-5 {:.4f})\n"
+      "loss            {:.4f}   (perplexity {:.2f})\n"
+      "throughput      {:.0f} tokens/s on {} ({:.2f}s)\n",
+      ck.dir, step, data_desc, r.n_sequences, cfg.data.max_seq_len, r.n_predicted, cfg.masking.mask_prob, req.seed,
+      r.accuracy, r.top5_accuracy, r.loss, r.perplexity, tokens_per_s, device.str(), r.seconds);
+  if (req.json) {
+    nlohmann::json rec = {{"checkpoint", ck.dir}, {"step", step}, {"accuracy", r.accuracy},
+                          {"top5_accuracy", r.top5_accuracy}, {"loss", r.loss}, {"perplexity", r.perplexity},
+                          {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"n_tokens", r.n_tokens},
+                          {"mask_prob", cfg.masking.mask_prob}, {"seed", req.seed}, {"batch_size", req.batch_size},
+                          {"tokens_per_s", tokens_per_s}, {"seconds", r.seconds}};
+    std::cout << rec.dump() << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace roformer::tools

@@ -1,0 +1,24 @@
+// `roformer eval`: masked-token accuracy (top-1, top-5), loss and perplexity of a checkpoint over a
+// whole data set, with masks from a fixed seed (the same figures for any batch size).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace roformer::tools {
+
+struct EvalRequest {
+  std::string checkpoint;          // checkpoint or run directory
+  std::vector<std::string> data;   // raw text / JSONL files or one prepared directory; empty: the run's validation files
+  double mask_prob = 0;            // 0: the checkpoint's masking.mask_prob
+  int64_t seed = 0;
+  int64_t batch_size = 32;
+  int64_t max_sequences = 0;       // 0: every sequence
+  std::string device = "auto";
+  bool json = false;               // also print one JSON record on stdout
+};
+
+int run_eval(const EvalRequest& request);
+
+}  // namespace roformer::tools

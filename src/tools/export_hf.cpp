@@ -1,0 +1,83 @@
+#include "tools/export_hf.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "tools/checkpoint_loader.h"
+#include "train/checkpoint_store.h"
+
+namespace roformer::tools {
+namespace fs = std::filesystem;
+
+namespace {
+std::string hf_activation(const std::string& act) {
+  if (act == "gelu") return "gelu";                   // erf GELU
+  if (act == "gelu_tanh") return "gelu_pytorch_tanh";  // tanh approximation
+  return act;                                          // relu
+}
+}  // namespace
+
+void export_hf(const std::string& checkpoint, const std::string& out_dir) {
+  auto ck = load_checkpoint(checkpoint, torch::Device(torch::kCPU));
+  const auto& m = ck.config.model;
+  if (m.norm != "post")
+    throw Error("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer is post-LayerNorm only, so an "
+                "export would load there and compute something else. Export is refused; keep using `roformer eval` "
+                "and `fill-mask` for this model");
+  if (m.attention != "softmax")
+    throw Error("this model uses linear attention (model.attention: linear), which Hugging Face's RoFormer does not "
+                "have; export is refused");
+  if (m.rotary_base != 10000.0)
+    throw Error(fmt::format("this model uses model.rotary_base {}; Hugging Face's RoFormer hard-codes 10000, so "
+                            "export is refused", m.rotary_base));
+  const auto& o = ck.model->options();
+  nlohmann::json config = {
+      {"architectures", {"RoFormerForMaskedLM"}},
+      {"model_type", "roformer"},
+      {"vocab_size", o.vocab_size()},
+      {"embedding_size", o.embedding_size()},
+      {"hidden_size", o.hidden_size()},
+      {"num_hidden_layers", o.num_layers()},
+      {"num_attention_heads", o.num_heads()},
+      {"intermediate_size", o.intermediate_size()},
+      {"hidden_act", hf_activation(o.hidden_act())},
+      {"hidden_dropout_prob", o.hidden_dropout()},
+      {"attention_probs_dropout_prob", o.attention_dropout()},
+      {"max_position_embeddings", o.max_position_embeddings()},
+      {"type_vocab_size", std::max<int64_t>(1, o.type_vocab_size())},
+      {"initializer_range", o.initializer_range()},
+      {"layer_norm_eps", o.layer_norm_eps()},
+      {"rotary_value", o.rotary_value()},
+      {"pad_token_id", o.pad_token_id()},
+      {"tie_word_embeddings", true},
+      {"use_cache", false}};
+  auto tensors = ck.model->hf_named_parameters();
+  if (o.type_vocab_size() == 0) {
+    // No token types: Hugging Face always has the table, so write one all-zero row (adds nothing).
+    tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight", torch::zeros({1, o.embedding_size()}));
+  }
+  // save_pretrained stores each tied tensor once; from_pretrained re-ties the aliases.
+  std::vector<std::pair<std::string, torch::Tensor>> unique;
+  for (auto& [name, t] : tensors)
+    if (name != "cls.predictions.decoder.weight" && name != "cls.predictions.decoder.bias")
+      unique.emplace_back(name, t.detach().contiguous());
+
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
+  core::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), unique, {{"format", "pt"}});
+  train::write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
+  fs::copy_file(fs::path(ck.dir) / "tokenizer.model", fs::path(out_dir) / "spiece.model",
+                fs::copy_options::overwrite_existing, ec);
+  if (ec) throw Error(fmt::format("cannot copy the tokenizer into '{}': {}", out_dir, ec.message()));
+  spdlog::info("exported {} (step {}) to {}: config.json, model.safetensors ({} tensors), spiece.model", ck.dir,
+               ck.state.value("step", int64_t{0}), out_dir, unique.size());
+}
+
+}  // namespace roformer::tools

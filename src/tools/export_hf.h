@@ -1,0 +1,15 @@
+// `roformer export --format hf`: a directory that transformers.RoFormerForMaskedLM.from_pretrained
+// loads with no missing or unexpected keys: config.json (RoFormerConfig), model.safetensors
+// (Hugging Face parameter names) and the SentencePiece model.
+#pragma once
+
+#include <string>
+
+namespace roformer::tools {
+
+// Throws roformer::Error for a model Hugging Face's RoFormer cannot represent (pre-LN, linear
+// attention, a rotary base other than 10000) instead of writing a file that loads but computes
+// something else.
+void export_hf(const std::string& checkpoint, const std::string& out_dir);
+
+}  // namespace roformer::tools

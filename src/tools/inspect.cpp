@@ -1,0 +1,93 @@
+#include "tools/inspect.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "tools/checkpoint_loader.h"
+#include "train/checkpoint_store.h"
+
+namespace roformer::tools {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int run_inspect(const std::string& path, bool as_json) {
+  // A damaged checkpoint must still be reported, so resolve without requiring it to verify.
+  std::string dir = path;
+  if (!fs::exists(fs::path(path) / "manifest.json") && !fs::exists(fs::path(path) / "trainer_state.json")) {
+    auto all = train::list_checkpoints((fs::path(path) / "checkpoints").string());
+    if (all.empty()) all = train::list_checkpoints(path);
+    if (all.empty()) {
+      if (!fs::exists(path)) throw Error(fmt::format("'{}' does not exist", path));
+      throw Error(fmt::format("'{}' is neither a checkpoint nor a run directory with checkpoints", path));
+    }
+    dir = all.back();
+  }
+  auto check = train::verify_checkpoint(dir);
+  json report = {{"checkpoint", dir}, {"intact", check.ok}};
+  if (!check.ok) report["problem"] = check.problem;
+  json state;
+  if (std::ifstream in(fs::path(dir) / "trainer_state.json"); in) {
+    try {
+      state = json::parse(in);
+    } catch (const std::exception&) {
+    }
+  }
+  std::optional<config::Config> cfg;
+  try {
+    std::ifstream in(fs::path(dir) / "config.yaml");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    cfg = config::parse_config(ss.str());
+  } catch (const std::exception&) {
+  }
+  json last_train;
+  if (std::ifstream in(fs::path(dir) / "metrics.jsonl"); in) {
+    std::string line;
+    while (std::getline(in, line)) {
+      try {
+        auto rec = json::parse(line);
+        if (rec.value("type", "") == "train") last_train = rec;
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  if (!state.is_null()) {
+    report["step"] = state.value("step", int64_t{0});
+    report["tokens_seen"] = state.value("tokens_seen", int64_t{0});
+    report["num_parameters"] = state.value("num_parameters", int64_t{0});
+    report["tokenizer_fingerprint"] = state.value("tokenizer_fingerprint", "");
+    if (state.contains("last_eval")) report["last_eval"] = state["last_eval"];
+  }
+  if (!last_train.is_null()) report["last_train"] = last_train;
+  if (as_json) {
+    std::cout << report.dump() << std::endl;
+  } else {
+    std::cout << fmt::format("checkpoint    {}\n", dir);
+    std::cout << fmt::format("integrity     {}\n", check.ok ? "ok (every file matches manifest.json)"
+                                                            : "DAMAGED: " + check.problem);
+    if (!state.is_null()) {
+      std::cout << fmt::format("step          {}\n", state.value("step", int64_t{0}));
+      std::cout << fmt::format("tokens seen   {}\n", state.value("tokens_seen", int64_t{0}));
+      std::cout << fmt::format("parameters    {}\n", state.value("num_parameters", int64_t{0}));
+    }
+    if (state.contains("last_eval"))
+      std::cout << fmt::format("last eval     MLM accuracy {:.4f}, loss {:.4f}, perplexity {:.2f}\n",
+                               state["last_eval"].value("accuracy", 0.0), state["last_eval"].value("loss", 0.0),
+                               state["last_eval"].value("perplexity", 0.0));
+    if (!last_train.is_null())
+      std::cout << fmt::format("last train    step {}: loss {:.4f}, accuracy {:.4f}, lr {:.3e}\n",
+                               last_train.value("step", int64_t{0}), last_train.value("loss", 0.0),
+                               last_train.value("accuracy", 0.0), last_train.value("lr", 0.0));
+    if (cfg) std::cout << "config:\n" << config::to_yaml(*cfg);
+  }
+  return check.ok ? 0 : 1;
+}
+
+}  // namespace roformer::tools
