@@ -177,6 +177,27 @@ TEST(Model, PaddedTokensDoNotChangeRealTokensAndAllOnesMaskEqualsNoMask) {
   }
 }
 
+TEST(Model, AllPaddingRowAttendsEverywhereLikeHfAndStaysFinite) {
+  for (const std::string attention : {"softmax", "linear"}) {
+    SCOPED_TRACE(attention);
+    RoFormerForMaskedLM model(tiny().attention(attention));
+    auto b = make_batch(50);
+    b.mask[2].zero_();
+    b.ids[2].zero_();
+    auto logits = model->forward_sparse(b.ids, b.mask, torch::tensor({0, 3, 12}, torch::kLong), b.types);
+    auto full = model->encode(b.ids, b.mask, b.types);
+    EXPECT_TRUE(torch::isfinite(full).all().item<bool>());
+    if (attention == "softmax") {
+      // As HF's additive finfo.min mask: a row with no token attends uniformly to all its positions,
+      // i.e. it is encoded as if it had no mask (not as zeros or NaN, which backends differ on).
+      auto alone = model->encode(b.ids.narrow(0, 2, 1), {}, b.types.narrow(0, 2, 1));
+      EXPECT_TRUE(torch::allclose(full[2], alone[0], 1e-5, 1e-6));
+    }
+    torch::nn::functional::cross_entropy(logits, torch::tensor({1, 2, 3}, torch::kLong)).backward();
+    for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  }
+}
+
 TEST(Model, TokenTypesUndefinedEqualZeros) {
   RoFormerForMaskedLM model(tiny());
   auto b = make_batch(50);
