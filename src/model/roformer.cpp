@@ -130,8 +130,15 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
   if (attention_mask.defined()) {
     TORCH_CHECK(attention_mask.sizes() == input_ids.sizes(), "attention_mask must be (B, T) like input_ids, got ",
                 attention_mask.sizes());
-    auto keep = attention_mask.to(torch::kBool);
-    if (!keep.all().item<bool>()) mask = keep.view({B, 1, 1, T});
+    auto keep = attention_mask.to(torch::kBool);  // (B, T)
+    if (!keep.all().item<bool>()) {
+      // A row with no token at all would mask every key, and SDPA backends disagree on softmax
+      // over nothing (zeros on CPU, NaN in some kernels, which then leaks into the gradients as
+      // 0 * NaN). Let such rows attend everywhere instead, as HF's additive finfo.min mask does;
+      // nothing is predicted there.
+      keep = keep | ~keep.any(1, /*keepdim=*/true);
+      mask = keep.view({B, 1, 1, T});
+    }
   }
 
   auto x = embeddings->forward(input_ids, token_type_ids);  // (B, T, E)

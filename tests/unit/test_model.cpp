@@ -1,0 +1,415 @@
+// RoFormerForMaskedLM behaviour (src/model/roformer.h) beyond the HF parity of test_model_golden:
+// options mapping, sparse vs dense head, padding, bad inputs, weight-decay groups, HF names and
+// loading errors, initialization, gradient checkpointing, the rotation-matrix variant and FLOPs.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "model/flops.h"
+#include "model/roformer.h"
+
+namespace {
+
+using namespace roformer::model;
+
+RoFormerOptions tiny(const std::string& norm = "post") {
+  return RoFormerOptions()
+      .vocab_size(50)
+      .hidden_size(32)
+      .num_layers(2)
+      .num_heads(4)
+      .intermediate_size(48)
+      .embedding_size(32)
+      .max_position_embeddings(32)
+      .hidden_dropout(0.0)
+      .attention_dropout(0.0)
+      .initializer_range(0.1)
+      .norm(norm);
+}
+
+struct Batch {
+  torch::Tensor ids, mask, types;
+};
+Batch make_batch(int64_t vocab, int64_t B = 3, int64_t T = 10) {
+  torch::manual_seed(11);
+  Batch b;
+  b.ids = torch::randint(1, vocab, {B, T}, torch::kLong);
+  b.mask = torch::ones({B, T}, torch::kLong);
+  b.mask.index_put_({1, torch::indexing::Slice(T - 4, torch::indexing::None)}, 0);
+  b.ids = b.ids.masked_fill(b.mask == 0, 0);
+  b.types = torch::randint(0, 2, {B, T}, torch::kLong);
+  return b;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const roformer::Error& e) {
+    return e.what();
+  }
+  return "<no roformer::Error>";
+}
+
+TEST(ModelOptions, FromConfigMapsEveryField) {
+  roformer::config::ModelConfig m;
+  m.hidden_size = 96;
+  m.num_layers = 3;
+  m.num_heads = 6;
+  m.intermediate_size = 200;
+  m.embedding_size = 0;
+  m.max_position_embeddings = 77;
+  m.type_vocab_size = 0;
+  m.hidden_dropout = 0.25;
+  m.attention_dropout = 0.125;
+  m.layer_norm_eps = 1e-6;
+  m.initializer_range = 0.05;
+  m.rotary_base = 500.0;
+  m.rotary_value = true;
+  m.norm = "pre";
+  m.attention = "linear";
+  m.hidden_act = "relu";
+  m.gradient_checkpointing = true;
+  auto o = options_from_config(m, 1234);
+  EXPECT_EQ(o.vocab_size(), 1234);
+  EXPECT_EQ(o.hidden_size(), 96);
+  EXPECT_EQ(o.num_layers(), 3);
+  EXPECT_EQ(o.num_heads(), 6);
+  EXPECT_EQ(o.intermediate_size(), 200);
+  EXPECT_EQ(o.embedding_size(), 96);  // 0 resolves to hidden_size
+  EXPECT_EQ(o.max_position_embeddings(), 77);
+  EXPECT_EQ(o.type_vocab_size(), 0);
+  EXPECT_DOUBLE_EQ(o.hidden_dropout(), 0.25);
+  EXPECT_DOUBLE_EQ(o.attention_dropout(), 0.125);
+  EXPECT_DOUBLE_EQ(o.layer_norm_eps(), 1e-6);
+  EXPECT_DOUBLE_EQ(o.initializer_range(), 0.05);
+  EXPECT_DOUBLE_EQ(o.rotary_base(), 500.0);
+  EXPECT_TRUE(o.rotary_value());
+  EXPECT_EQ(o.norm(), "pre");
+  EXPECT_EQ(o.attention(), "linear");
+  EXPECT_EQ(o.hidden_act(), "relu");
+  EXPECT_TRUE(o.gradient_checkpointing());
+  EXPECT_EQ(o.pad_token_id(), 0);
+  EXPECT_EQ(o.rotary_impl(), "elementwise");
+  m.embedding_size = 24;
+  EXPECT_EQ(options_from_config(m, 10).embedding_size(), 24);
+}
+
+TEST(ModelOptions, InvalidOptionsAreRejectedWithTheReason) {
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().num_heads(5)); }).find("not divisible by num_heads 5"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().hidden_size(36).num_heads(12)); }).find("must be even"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().norm("sandwich")); }).find("norm must be post or pre"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().vocab_size(0)); }).find("vocab_size must be > 0"),
+            std::string::npos);
+}
+
+TEST(Model, BadInputsGiveClearErrors) {
+  RoFormerForMaskedLM model(tiny());
+  auto too_big = torch::full({2, 5}, 50, torch::kLong);
+  auto msg = error_of([&] { model->forward(too_big); });
+  EXPECT_NE(msg.find("token id 50 outside the vocabulary [0, 50)"), std::string::npos) << msg;
+  msg = error_of([&] { model->forward(torch::full({1, 3}, -1, torch::kLong)); });
+  EXPECT_NE(msg.find("token id -1 outside the vocabulary"), std::string::npos) << msg;
+  msg = error_of([&] { model->forward(torch::ones({1, 33}, torch::kLong)); });
+  EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32"), std::string::npos) << msg;
+  EXPECT_NO_THROW(model->forward(torch::ones({1, 32}, torch::kLong)));
+  EXPECT_THROW(model->forward(torch::ones({1, 4}, torch::kLong), torch::ones({1, 5}, torch::kLong)), c10::Error);
+}
+
+TEST(Model, ShapesDenseAndSparse) {
+  auto o = tiny();
+  RoFormerForMaskedLM model(o);
+  auto b = make_batch(o.vocab_size());
+  EXPECT_EQ(model->encode(b.ids, b.mask, b.types).sizes(), (std::vector<int64_t>{3, 10, 32}));
+  EXPECT_EQ(model->forward(b.ids, b.mask, b.types).sizes(), (std::vector<int64_t>{3, 10, 50}));
+  auto pos = torch::tensor({0, 7, 12, 29}, torch::kLong);
+  EXPECT_EQ(model->forward_sparse(b.ids, b.mask, pos, b.types).sizes(), (std::vector<int64_t>{4, 50}));
+}
+
+TEST(Model, SparseHeadEqualsDenseHeadGatheredValuesAndGradients) {
+  for (const bool factorized : {false, true}) {
+    SCOPED_TRACE(factorized);
+    auto o = tiny().embedding_size(factorized ? 16 : 32);
+    RoFormerForMaskedLM model(o);
+    auto b = make_batch(o.vocab_size());
+    auto pos = torch::tensor({1, 4, 9, 10, 15, 22, 28}, torch::kLong);  // flat into B*T = 30
+    auto labels = torch::tensor({3, 8, 1, 40, 2, 17, 9}, torch::kLong);
+
+    auto dense = model->forward(b.ids, b.mask, b.types).view({-1, o.vocab_size()}).index_select(0, pos);
+    auto loss_dense = torch::nn::functional::cross_entropy(dense, labels);
+    loss_dense.backward();
+    std::vector<torch::Tensor> grads_dense;
+    for (auto& p : model->parameters()) grads_dense.push_back(p.grad().clone());
+    model->zero_grad();
+
+    auto sparse = model->forward_sparse(b.ids, b.mask, pos, b.types);
+    EXPECT_TRUE(torch::allclose(sparse, dense, 1e-6, 1e-6));
+    auto loss_sparse = torch::nn::functional::cross_entropy(sparse, labels);
+    loss_sparse.backward();
+    auto params = model->parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(torch::allclose(params[i].grad(), grads_dense[i], 1e-5, 1e-7)) << i;
+  }
+}
+
+TEST(Model, PaddedTokensDoNotChangeRealTokensAndAllOnesMaskEqualsNoMask) {
+  for (const std::string attention : {"softmax", "linear"}) {
+    SCOPED_TRACE(attention);
+    auto o = tiny().attention(attention);
+    RoFormerForMaskedLM model(o);
+    model->eval();
+    auto b = make_batch(o.vocab_size());
+    auto out = model->encode(b.ids, b.mask, b.types);
+    auto ids2 = b.ids.clone();
+    ids2.index_put_({1, torch::indexing::Slice(6, torch::indexing::None)}, 7);  // other tokens under the padding
+    auto out2 = model->encode(ids2, b.mask, b.types);
+    EXPECT_TRUE(torch::allclose(out[1].narrow(0, 0, 6), out2[1].narrow(0, 0, 6), 1e-5, 1e-6));
+    // Without the mask the padded tokens would be attended to.
+    auto unmasked = model->encode(ids2, {}, b.types);
+    EXPECT_FALSE(torch::allclose(out[1].narrow(0, 0, 6), unmasked[1].narrow(0, 0, 6), 1e-5, 1e-6));
+    auto ones = torch::ones_like(b.mask);
+    EXPECT_TRUE(torch::equal(model->encode(b.ids, ones, b.types), model->encode(b.ids, {}, b.types)));
+  }
+}
+
+TEST(Model, AllPaddingRowAttendsEverywhereLikeHfAndStaysFinite) {
+  for (const std::string attention : {"softmax", "linear"}) {
+    SCOPED_TRACE(attention);
+    RoFormerForMaskedLM model(tiny().attention(attention));
+    auto b = make_batch(50);
+    b.mask[2].zero_();
+    b.ids[2].zero_();
+    auto logits = model->forward_sparse(b.ids, b.mask, torch::tensor({0, 3, 12}, torch::kLong), b.types);
+    auto full = model->encode(b.ids, b.mask, b.types);
+    EXPECT_TRUE(torch::isfinite(full).all().item<bool>());
+    if (attention == "softmax") {
+      // As HF's additive finfo.min mask: a row with no token attends uniformly to all its positions,
+      // i.e. it is encoded as if it had no mask (not as zeros or NaN, which backends differ on).
+      auto alone = model->encode(b.ids.narrow(0, 2, 1), {}, b.types.narrow(0, 2, 1));
+      EXPECT_TRUE(torch::allclose(full[2], alone[0], 1e-5, 1e-6));
+    }
+    torch::nn::functional::cross_entropy(logits, torch::tensor({1, 2, 3}, torch::kLong)).backward();
+    for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  }
+}
+
+TEST(Model, TokenTypesUndefinedEqualZeros) {
+  RoFormerForMaskedLM model(tiny());
+  auto b = make_batch(50);
+  auto zeros = torch::zeros_like(b.ids);
+  EXPECT_TRUE(torch::allclose(model->forward(b.ids, b.mask), model->forward(b.ids, b.mask, zeros), 1e-6, 1e-6));
+  EXPECT_FALSE(torch::allclose(model->forward(b.ids, b.mask), model->forward(b.ids, b.mask, b.types), 1e-4, 1e-4));
+  RoFormerForMaskedLM no_types(tiny().type_vocab_size(0));
+  for (const auto& [name, t] : no_types->hf_named_parameters())
+    EXPECT_EQ(name.find("token_type"), std::string::npos) << name;
+  EXPECT_EQ(no_types->forward(b.ids, b.mask).sizes(), (std::vector<int64_t>{3, 10, 50}));
+}
+
+TEST(Model, TiedWeightsAndHfNames) {
+  RoFormerForMaskedLM model(tiny().embedding_size(16));
+  std::map<std::string, torch::Tensor> named;
+  std::vector<std::string> order;
+  for (const auto& [name, t] : model->hf_named_parameters()) {
+    named[name] = t;
+    order.push_back(name);
+  }
+  EXPECT_EQ(named.at("cls.predictions.decoder.weight").data_ptr(),
+            named.at("roformer.embeddings.word_embeddings.weight").data_ptr());
+  EXPECT_EQ(named.at("cls.predictions.decoder.bias").data_ptr(), named.at("cls.predictions.bias").data_ptr());
+  EXPECT_EQ(named.at("roformer.embeddings_project.weight").sizes(), (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(named.at("cls.predictions.transform.dense.weight").sizes(), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(named.at("roformer.encoder.embed_positions.weight").sizes(), (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(order.front(), "roformer.embeddings.word_embeddings.weight");
+  EXPECT_EQ(order.back(), "cls.predictions.decoder.bias");
+  // Pre-LN adds a final LayerNorm.
+  RoFormerForMaskedLM pre(tiny("pre"));
+  int finals = 0;
+  for (const auto& [name, t] : pre->hf_named_parameters()) finals += name.rfind("roformer.encoder.final_layer_norm.", 0) == 0;
+  EXPECT_EQ(finals, 2);
+}
+
+TEST(Model, LoadHfStateDictRoundTripAndErrors) {
+  auto o = tiny();
+  RoFormerForMaskedLM a(o), b(o);
+  std::map<std::string, torch::Tensor> state;
+  for (const auto& [name, t] : a->hf_named_parameters()) state[name] = t.detach().clone();
+  b->load_hf_state_dict(state);
+  auto batch = make_batch(o.vocab_size());
+  EXPECT_TRUE(torch::equal(a->forward(batch.ids, batch.mask), b->forward(batch.ids, batch.mask)));
+
+  // HF's save_pretrained drops tied duplicates: still loadable without the alias keys.
+  auto reduced = state;
+  reduced.erase("cls.predictions.decoder.weight");
+  reduced.erase("cls.predictions.decoder.bias");
+  reduced.erase("roformer.encoder.embed_positions.weight");
+  EXPECT_NO_THROW(b->load_hf_state_dict(reduced));
+
+  auto broken = state;
+  broken.erase("roformer.encoder.layer.1.output.dense.bias");
+  broken["roformer.pooler.dense.weight"] = torch::zeros({2});
+  broken["roformer.encoder.layer.0.attention.self.query.weight"] = torch::zeros({32, 31});
+  const auto msg = error_of([&] { b->load_hf_state_dict(broken); });
+  EXPECT_NE(msg.find("3 problem(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing key roformer.encoder.layer.1.output.dense.bias"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unexpected key roformer.pooler.dense.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("shape mismatch for roformer.encoder.layer.0.attention.self.query.weight: expected [32, 32], "
+                     "got [32, 31]"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Model, DecayGroupsPartitionParameters) {
+  RoFormerForMaskedLM model(tiny("pre").embedding_size(16));
+  for (const bool with_embeddings : {false, true}) {
+    SCOPED_TRACE(with_embeddings);
+    auto decay = model->decay_parameters(with_embeddings), no_decay = model->no_decay_parameters(with_embeddings);
+    std::set<void*> d, n;
+    for (auto& t : decay) d.insert(t.data_ptr());
+    for (auto& t : no_decay) n.insert(t.data_ptr());
+    EXPECT_EQ(d.size(), decay.size());
+    EXPECT_EQ(n.size(), no_decay.size());
+    EXPECT_EQ(decay.size() + no_decay.size(), model->parameters().size());
+    for (auto* p : d) EXPECT_FALSE(n.count(p));
+    int64_t total = 0;
+    for (auto& t : decay) total += t.numel();
+    for (auto& t : no_decay) total += t.numel();
+    EXPECT_EQ(total, model->num_parameters());
+    void* word = model->embeddings->word_embeddings->weight.data_ptr();
+    EXPECT_EQ(d.count(word), with_embeddings ? 1u : 0u);
+    EXPECT_TRUE(d.count(model->embeddings_project->weight.data_ptr()));
+    EXPECT_TRUE(n.count(model->embeddings_project->bias.data_ptr()));
+    EXPECT_TRUE(n.count(model->head->bias.data_ptr()));
+    EXPECT_TRUE(n.count(model->head->layer_norm->weight.data_ptr()));
+    EXPECT_TRUE(n.count(model->encoder->final_layer_norm->weight.data_ptr()));
+    for (auto& t : decay) EXPECT_EQ(t.dim(), 2);  // only matrices decay
+  }
+}
+
+TEST(Model, InitializationFollowsHuggingFace) {
+  auto o = tiny().hidden_size(256).num_heads(4).intermediate_size(512).vocab_size(400).initializer_range(0.02).pad_token_id(3);
+  RoFormerForMaskedLM model(o);
+  for (const auto& [name, t] : model->hf_named_parameters()) {
+    SCOPED_TRACE(name);
+    if (name.find("embed_positions") != std::string::npos) continue;
+    if (name.find("LayerNorm") != std::string::npos) {
+      EXPECT_TRUE(torch::equal(t, name.find("weight") != std::string::npos ? torch::ones_like(t) : torch::zeros_like(t)));
+    } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
+    } else if (t.numel() >= 4096) {  // enough samples for a 10% std estimate
+      EXPECT_NEAR(t.std().item<double>(), 0.02, 0.002);
+      EXPECT_NEAR(t.mean().item<double>(), 0.0, 0.002);
+    } else {
+      EXPECT_GT(t.abs().max().item<double>(), 0.0);
+      EXPECT_LT(t.abs().max().item<double>(), 0.02 * 6);
+    }
+  }
+  EXPECT_EQ(model->embeddings->word_embeddings->weight[3].abs().max().item<float>(), 0.0f);
+  EXPECT_GT(model->embeddings->word_embeddings->weight[2].abs().max().item<float>(), 0.0f);
+}
+
+TEST(Model, PaddingRowGetsNoGradientFromTheLookup) {
+  // Like HF's nn.Embedding(padding_idx): with an untied view (only the lookup), row pad stays 0.
+  RoFormerForMaskedLM model(tiny());
+  auto b = make_batch(50);
+  model->encode(b.ids, b.mask, b.types).sum().backward();
+  auto g = model->embeddings->word_embeddings->weight.grad();
+  EXPECT_EQ(g[0].abs().max().item<float>(), 0.0f);
+  EXPECT_GT(g.abs().max().item<float>(), 0.0f);
+}
+
+double loss_and_grads(RoFormerForMaskedLM& model, const Batch& b, std::vector<torch::Tensor>* grads) {
+  model->zero_grad();
+  torch::manual_seed(99);  // same dropout masks in both runs
+  auto pos = torch::tensor({0, 3, 5, 11, 14, 21, 26}, torch::kLong);
+  auto labels = torch::tensor({3, 8, 1, 40, 2, 17, 9}, torch::kLong);
+  auto loss = torch::nn::functional::cross_entropy(model->forward_sparse(b.ids, b.mask, pos, b.types), labels);
+  loss.backward();
+  grads->clear();
+  for (auto& p : model->parameters()) grads->push_back(p.grad().clone());
+  return loss.item<double>();
+}
+
+TEST(Model, GradientCheckpointingGivesTheSameLossAndGradients) {
+  for (const std::string norm : {"post", "pre"})
+    for (const double dropout : {0.0, 0.2}) {
+      SCOPED_TRACE(norm + " dropout " + std::to_string(dropout));
+      auto o = tiny(norm).hidden_dropout(dropout).attention_dropout(dropout);
+      torch::manual_seed(5);
+      RoFormerForMaskedLM plain(o);
+      RoFormerForMaskedLM checkpointed(RoFormerOptions(o).gradient_checkpointing(true));
+      {
+        std::map<std::string, torch::Tensor> state;
+        for (const auto& [name, t] : plain->hf_named_parameters()) state[name] = t.detach().clone();
+        checkpointed->load_hf_state_dict(state);
+      }
+      plain->train();
+      checkpointed->train();
+      auto b = make_batch(o.vocab_size());
+      std::vector<torch::Tensor> g_plain, g_ckpt;
+      const double l_plain = loss_and_grads(plain, b, &g_plain);
+      const double l_ckpt = loss_and_grads(checkpointed, b, &g_ckpt);
+      EXPECT_DOUBLE_EQ(l_plain, l_ckpt);
+      ASSERT_EQ(g_plain.size(), g_ckpt.size());
+      for (size_t i = 0; i < g_plain.size(); ++i)
+        EXPECT_TRUE(torch::allclose(g_plain[i], g_ckpt[i], 1e-5, 1e-7))
+            << i << " max diff " << (g_plain[i] - g_ckpt[i]).abs().max().item<float>();
+      if (dropout > 0) {  // the dropout really was active: another seed gives another loss
+        plain->zero_grad();
+        torch::manual_seed(100);
+        auto pos = torch::tensor({0, 3, 5}, torch::kLong);
+        auto other = torch::nn::functional::cross_entropy(plain->forward_sparse(b.ids, b.mask, pos, b.types),
+                                                          torch::tensor({3, 8, 1}, torch::kLong));
+        torch::manual_seed(99);
+        auto same = torch::nn::functional::cross_entropy(plain->forward_sparse(b.ids, b.mask, pos, b.types),
+                                                         torch::tensor({3, 8, 1}, torch::kLong));
+        EXPECT_NE(other.item<double>(), same.item<double>());
+      }
+    }
+}
+
+TEST(Model, RotationMatrixVariantMatchesElementwise) {
+  for (const std::string attention : {"softmax", "linear"}) {
+    auto o = tiny().attention(attention).rotary_value(true);
+    torch::manual_seed(3);
+    RoFormerForMaskedLM a(o);
+    torch::manual_seed(3);
+    RoFormerForMaskedLM b(RoFormerOptions(o).rotary_impl("matrix"));
+    auto batch = make_batch(o.vocab_size());
+    EXPECT_TRUE(torch::allclose(a->forward(batch.ids, batch.mask, batch.types),
+                                b->forward(batch.ids, batch.mask, batch.types), 1e-4, 1e-5))
+        << attention;
+  }
+}
+
+TEST(Model, DropoutOnlyInTrainingMode) {
+  RoFormerForMaskedLM model(tiny().hidden_dropout(0.3).attention_dropout(0.3));
+  auto b = make_batch(50);
+  model->eval();
+  EXPECT_TRUE(torch::equal(model->forward(b.ids, b.mask), model->forward(b.ids, b.mask)));
+  model->train();
+  EXPECT_FALSE(torch::equal(model->forward(b.ids, b.mask), model->forward(b.ids, b.mask)));
+}
+
+TEST(Flops, FormulaByHand) {
+  // H 32, I 48, E 16 (projection), V 50, L 2, N 4 (D 8); B 2, T 10, P 5.
+  auto o = tiny().embedding_size(16);
+  const double tokens = 2 * 10;
+  const double proj = 2 * tokens * 16 * 32;
+  const double layer = 4 * 2 * tokens * 32 * 32 + 2 * 2 * tokens * 32 * 48 + 2 * 2 * 2 * 10 * 10 * 32;
+  const double head = 2 * 5 * 32 * 16 + 2 * 5 * 16 * 50;
+  EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(o, 2, 10, 5), 3 * (proj + 2 * layer + head));
+  const double linear_layer = 4 * 2 * tokens * 32 * 32 + 2 * 2 * tokens * 32 * 48 + 2 * 2 * tokens * 32 * 8;
+  EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(o.attention("linear"), 2, 10, 5), 3 * (proj + 2 * linear_layer + head));
+  // RoFormer-base, T 512, 15% predicted: ~ 6 N_params per token order of magnitude.
+  auto base = RoFormerOptions().vocab_size(30000);
+  const double f = mlm_train_flops_per_step(base, 1, 512, 77);
+  EXPECT_GT(f, 6.0 * 85e6 * 512);
+  EXPECT_LT(f, 6.0 * 85e6 * 512 * 1.3);
+}
+
+}  // namespace

@@ -1,0 +1,116 @@
+// Rotary position embedding (src/model/rotary.h): the element-wise form against explicit rotation
+// matrices, relative-position property, norm preservation, HF's table layout and hand-computed values.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "model/rotary.h"
+
+namespace {
+
+using namespace roformer::model;
+
+TEST(Rotary, TableLayoutIsSinThenCosOfPositionTimesTheta) {
+  const int64_t P = 9, D = 6;
+  const double base = 10000.0;
+  auto table = rotary_table(P, D, base);
+  ASSERT_EQ(table.sizes(), (std::vector<int64_t>{P, D}));
+  ASSERT_EQ(table.scalar_type(), torch::kFloat32);
+  for (int64_t m = 0; m < P; ++m)
+    for (int64_t i = 0; i < D / 2; ++i) {
+      const double angle = static_cast<double>(m) * std::pow(base, -2.0 * i / D);  // m theta_i
+      EXPECT_FLOAT_EQ(table[m][i].item<float>(), static_cast<float>(std::sin(angle)));
+      EXPECT_FLOAT_EQ(table[m][D / 2 + i].item<float>(), static_cast<float>(std::cos(angle)));
+    }
+  auto [sin_pos, cos_pos] = rotary_sin_cos(table, 5);  // (5, D), each value repeated twice
+  ASSERT_EQ(sin_pos.sizes(), (std::vector<int64_t>{5, D}));
+  for (int64_t i = 0; i < D; ++i) {
+    EXPECT_EQ(sin_pos[4][i].item<float>(), table[4][i / 2].item<float>());
+    EXPECT_EQ(cos_pos[4][i].item<float>(), table[4][D / 2 + i / 2].item<float>());
+  }
+}
+
+TEST(Rotary, RotateHalfPairsAdjacentDimensions) {
+  auto x = torch::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
+  EXPECT_TRUE(torch::equal(rotate_half(x), torch::tensor({-2.f, 1.f, -4.f, 3.f, -6.f, 5.f})));
+}
+
+TEST(Rotary, ExpectedValuesOnKnownAngles) {
+  // D = 4, base 10000: theta_0 = 1, theta_1 = 10000^(-1/2) = 0.01. x = [1, 2, 3, 4] at position 2:
+  //   x'_0 = 1 cos 2 - 2 sin 2,  x'_1 = 2 cos 2 + 1 sin 2,
+  //   x'_2 = 3 cos .02 - 4 sin .02,  x'_3 = 4 cos .02 + 3 sin .02.
+  auto table = rotary_table(4, 4);
+  auto [sin_pos, cos_pos] = rotary_sin_cos(table, 3);
+  auto x = torch::tensor({1.f, 2.f, 3.f, 4.f}).expand({3, 4}).contiguous();  // (T=3, D=4)
+  auto y = apply_rotary(x, sin_pos, cos_pos);
+  // Literals from Python math.cos / math.sin, independent of this code.
+  const float expected[4] = {-2.2347417f, 0.0770038f, 2.9194054f, 4.0591960f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[2][i].item<float>(), expected[i], 1e-6) << i;
+  // Position 0 is the identity.
+  EXPECT_TRUE(torch::allclose(y[0], x[0]));
+  // And position 1 from the formula with std::cos / std::sin.
+  EXPECT_NEAR(y[1][0].item<float>(), 1 * std::cos(1.0) - 2 * std::sin(1.0), 1e-6);
+  EXPECT_NEAR(y[1][3].item<float>(), 4 * std::cos(0.01) + 3 * std::sin(0.01), 1e-6);
+}
+
+TEST(Rotary, ElementwiseEqualsExplicitBlockDiagonalRotationMatrices) {
+  torch::manual_seed(0);
+  const int64_t T = 17, D = 16;
+  auto table = rotary_table(32, D, 500.0);
+  auto [sin_pos, cos_pos] = rotary_sin_cos(table, T);
+  auto R = rotation_matrices(sin_pos, cos_pos);  // (T, D, D)
+  // Each R_m is block-diagonal with [[cos, -sin], [sin, cos]] blocks and orthogonal.
+  const int64_t m = 5, i = 3;
+  const double angle = m * std::pow(500.0, -2.0 * i / D);
+  EXPECT_NEAR(R[m][2 * i][2 * i].item<float>(), std::cos(angle), 1e-6);
+  EXPECT_NEAR(R[m][2 * i][2 * i + 1].item<float>(), -std::sin(angle), 1e-6);
+  EXPECT_NEAR(R[m][2 * i + 1][2 * i].item<float>(), std::sin(angle), 1e-6);
+  EXPECT_EQ(R[m][0][5].item<float>(), 0.0f);
+  auto eye = torch::eye(D).expand({T, D, D});
+  EXPECT_TRUE(torch::allclose(torch::matmul(R, R.transpose(1, 2)), eye, 1e-5, 1e-5));
+
+  auto x = torch::randn({2, 3, T, D});  // (B, N, T, D)
+  auto a = apply_rotary(x, sin_pos, cos_pos);
+  auto b = apply_rotary_matrix(x, sin_pos, cos_pos);
+  EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-6)) << (a - b).abs().max().item<float>();
+}
+
+TEST(Rotary, PreservesNorms) {
+  torch::manual_seed(1);
+  auto table = rotary_table(64, 8);
+  auto [sin_pos, cos_pos] = rotary_sin_cos(table, 64);
+  auto x = torch::randn({4, 64, 8});
+  auto y = apply_rotary(x, sin_pos, cos_pos);
+  EXPECT_TRUE(torch::allclose(y.norm(2, -1), x.norm(2, -1), 1e-5, 1e-5));
+  // Pairwise too: each 2-d block is rotated, so its norm is kept.
+  auto pairs_x = x.view({4, 64, 4, 2}).norm(2, -1), pairs_y = y.view({4, 64, 4, 2}).norm(2, -1);
+  EXPECT_TRUE(torch::allclose(pairs_x, pairs_y, 1e-5, 1e-5));
+}
+
+TEST(Rotary, ScoreDependsOnlyOnRelativePosition) {
+  torch::manual_seed(2);
+  const int64_t P = 64, D = 8;
+  auto table = rotary_table(P, D);
+  auto [sin_pos, cos_pos] = rotary_sin_cos(table, P);
+  auto q = torch::randn({D}), k = torch::randn({D});
+  // The same q at every position m and the same k at every position n.
+  auto rq = apply_rotary(q.expand({P, D}), sin_pos, cos_pos);  // (P, D)
+  auto rk = apply_rotary(k.expand({P, D}), sin_pos, cos_pos);
+  auto scores = torch::matmul(rq, rk.t());  // (P, P): scores[m][n] = (R_m q) . (R_n k)
+  for (int64_t delta : {-7, -1, 0, 3, 20}) {
+    const float ref = scores[30][30 - delta].item<float>();
+    for (int64_t m : {int64_t(25), int64_t(40), int64_t(50)})
+      EXPECT_NEAR(scores[m][m - delta].item<float>(), ref, 1e-4) << "m " << m << " delta " << delta;
+  }
+  // ... and it does depend on the offset.
+  EXPECT_GT(std::abs(scores[30][30].item<float>() - scores[30][27].item<float>()), 1e-3);
+}
+
+TEST(Rotary, RejectsOddHeadDimAndTooLongSequences) {
+  EXPECT_THROW(rotary_table(8, 5), c10::Error);
+  auto table = rotary_table(8, 4);
+  EXPECT_THROW(rotary_sin_cos(table, 9), c10::Error);
+}
+
+}  // namespace
