@@ -8,6 +8,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "data_test_text.h"
 #include "test_util.h"
 
 using namespace roformer::data;
@@ -16,36 +17,8 @@ namespace rt = roformer::test;
 
 namespace {
 
-const std::vector<std::string> kWords = {
-    "the", "of", "and", "a", "to", "in", "is", "was", "he", "for", "it", "with", "as", "his", "on", "be", "at", "by",
-    "jury", "election", "county", "investigation", "irregularities", "international", "organization", "[bracketed]",
-    "representatives", "unbelievable", "morning", "quickly", "river", "mountain", "city", "government", "said",
-    "nineteen", "thousand", "hundred", "committee", "presentments", "evidence", "(parenthesis)", "Atlanta's"};
-
-// Paragraphs of pseudo-random words (real ones and syllable compounds, so a few hundred pieces are
-// learnable), a blank line between documents.
-std::string synthetic_text(int docs, int paras, unsigned seed) {
-  static const char* kSyllables[] = {"ka", "lo", "mi", "ter", "san", "do", "ri", "pen", "tu", "vel", "ox", "qua",
-                                     "zin", "bra", "ful", "nes", "ing", "ed", "pre", "con"};
-  std::vector<std::string> words = kWords;
-  std::mt19937 lex(7);
-  for (int i = 0; i < 300; ++i) {
-    std::string w;
-    for (int k = 0, n = 2 + static_cast<int>(lex() % 3); k < n; ++k) w += kSyllables[lex() % 20];
-    words.push_back(w);
-  }
-  std::mt19937 rng(seed);
-  std::string text;
-  for (int d = 0; d < docs; ++d) {
-    for (int p = 0; p < paras; ++p) {
-      const int n = 6 + static_cast<int>(rng() % 14);
-      for (int w = 0; w < n; ++w) text += (w ? " " : "") + words[rng() % words.size()];
-      text += ".\n";
-    }
-    text += "\n";
-  }
-  return text;
-}
+using roformer::test::synthetic_text;
+using roformer::test::synthetic_words;
 
 template <class Fn>
 std::string error_of(Fn&& fn) {
@@ -150,8 +123,9 @@ TEST_F(TokenizerTest, FingerprintIsAHashOfTheModelFile) {
 TEST_F(TokenizerTest, BpeAndJsonlInput) {
   std::string jsonl;
   std::mt19937 rng(3);
-  for (int d = 0; d < 60; ++d) jsonl += "{\"id\": " + std::to_string(d) + ", \"body\": \"" + kWords[rng() % kWords.size()] + " " +
-                                        kWords[rng() % kWords.size()] + "\\n" + kWords[rng() % kWords.size()] + " the city\"}\n";
+  const auto& words = synthetic_words();
+  for (int d = 0; d < 60; ++d) jsonl += "{\"id\": " + std::to_string(d) + ", \"body\": \"" + words[rng() % words.size()] + " " +
+                                        words[rng() % words.size()] + "\\n" + words[rng() % words.size()] + " the city\"}\n";
   rt::write_file(dir_->str("docs.jsonl"), jsonl);
   TokenizerTrainOptions o;
   o.inputs = {dir_->str("docs.jsonl")};
