@@ -60,7 +60,9 @@ void check_batch(const Batch& b, int64_t vocab) {
   ASSERT_EQ(pos.size(), plabels.size());
   std::set<int64_t> predicted(pos.begin(), pos.end());
   for (size_t k = 0; k < pos.size(); ++k) {
-    if (k) EXPECT_LT(pos[k - 1], pos[k]) << "pred_positions must ascend";
+    if (k) {
+      EXPECT_LT(pos[k - 1], pos[k]) << "pred_positions must ascend";
+    }
     EXPECT_EQ(labels[pos[k]], plabels[k]);
     EXPECT_GE(plabels[k], Tokenizer::kNumSpecial) << "a special token was chosen";
     EXPECT_LT(plabels[k], vocab);
