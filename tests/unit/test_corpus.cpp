@@ -243,6 +243,18 @@ TEST_F(CorpusBadInput, FailedRunLeavesNoStagingOrTemporaryFiles) {
   expect_untouched();
 }
 
+TEST_F(CorpusTest, StagingOfAKilledRunIsCleanedUp) {
+  // A run killed mid-way leaves its staging folder (named after its process id) but no meta.json
+  // change; the next run removes it.
+  const std::string out = dir_->str("killed");
+  rt::fs::create_directories(out + "/.prepare-staging-999999999");
+  rt::write_file(out + "/.prepare-staging-999999999/shard_00000.tok.tmp", "partial");
+  EXPECT_FALSE(is_prepared_dir(out));
+  prepare_corpus(options("killed"));
+  EXPECT_FALSE(rt::fs::exists(out + "/.prepare-staging-999999999"));
+  EXPECT_TRUE(is_prepared_dir(out));
+}
+
 TEST(Utf8, Validation) {
   EXPECT_EQ(find_invalid_utf8("plain ascii"), -1);
   EXPECT_EQ(find_invalid_utf8("caf\xC3\xA9 \xE2\x96\x81 \xF0\x9F\x98\x80"), -1);
