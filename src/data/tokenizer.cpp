@@ -123,7 +123,10 @@ Tokenizer Tokenizer::load(const std::string& model_path) {
   if (!status.ok()) throw Error("cannot load tokenizer " + model_path + ": " + status.ToString());
   const int n = sp->GetPieceSize();
   for (int32_t id = 0; id < kNumSpecial; ++id) {
-    if (id >= n || sp->IdToPiece(id) != kSpecialPieces[id])
+    // [UNK] must be the unknown piece and the others control pieces: a user-defined [MASK] would be
+    // matched in text.
+    const bool right_type = id < n && (id == kUnk ? sp->IsUnknown(id) : sp->IsControl(id));
+    if (id >= n || sp->IdToPiece(id) != kSpecialPieces[id] || !right_type)
       throw Error("tokenizer " + model_path + " does not have " + kSpecialPieces[id] + " at id " + std::to_string(id) +
                   " (roformer needs [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4; train one with `roformer tokenizer train`)");
   }
