@@ -32,6 +32,8 @@ TEST(DataCli, TokenizerTrainPrepareBench) {
   EXPECT_NE(r.output.find("| prepare | 2 thread(s) |"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("num_workers=0 (synchronous, one core), B=4 T=64"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("num_workers=2, B=4 T=64"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("whole-word masking, B=4 T=64"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("packing=document, B=4 T=64"), std::string::npos) << r.output;
 }
 
 TEST(DataCli, UserErrorsExitOneWithAMessage) {
