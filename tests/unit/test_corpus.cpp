@@ -2,6 +2,9 @@
 // count, JSONL input, and every bad input (message checked, existing prepared data untouched).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
@@ -125,6 +128,44 @@ TEST_F(CorpusTest, OutputDoesNotDependOnThreadCount) {
   prepare_corpus(one);
   prepare_corpus(four);
   EXPECT_EQ(snapshot(one.out_dir), snapshot(four.out_dir));
+}
+
+TEST_F(CorpusTest, ReadsUint32Shards) {
+  // Vocabularies of 65536 or more are stored as uint32; too large to train here, so a uint16
+  // directory is rewritten in that layout (header dtype 4, widened ids, meta token_bytes 4).
+  PrepareOptions o = options("u16");
+  o.shard_tokens = 1500;
+  prepare_corpus(o);
+  const std::string wide = dir_->str("u32");
+  rt::fs::create_directories(wide);
+  for (const auto& e : rt::fs::directory_iterator(o.out_dir)) {
+    const std::string name = e.path().filename().string();
+    std::string bytes = rt::read_file(e.path().string());
+    if (e.path().extension() == ".tok") {
+      std::string out = bytes.substr(0, 64);
+      const uint32_t four = 4;
+      std::memcpy(&out[12], &four, 4);
+      for (size_t k = 64; k + 1 < bytes.size(); k += 2) {
+        uint16_t v;
+        std::memcpy(&v, &bytes[k], 2);
+        const uint32_t w = v;
+        out.append(reinterpret_cast<const char*>(&w), 4);
+      }
+      bytes = out;
+    } else if (name == "meta.json") {
+      auto meta = nlohmann::json::parse(bytes);
+      meta["token_bytes"] = 4;
+      bytes = meta.dump();
+    }
+    rt::write_file(wide + "/" + name, bytes);
+  }
+  const auto narrow_corpus = PreparedCorpus::open(o.out_dir), wide_corpus = PreparedCorpus::open(wide);
+  ASSERT_EQ(wide_corpus->num_documents(), narrow_corpus->num_documents());
+  for (int64_t i = 0; i < narrow_corpus->num_documents(); ++i) EXPECT_EQ(wide_corpus->document(i), narrow_corpus->document(i));
+  // A shard whose element size disagrees with meta.json is refused.
+  rt::write_file(wide + "/shard_00001.tok", rt::read_file(o.out_dir + "/shard_00001.tok"));
+  const std::string msg = error_of([&] { PreparedCorpus::open(wide); });
+  EXPECT_NE(msg.find("shard_00001.tok disagrees with meta.json"), std::string::npos) << msg;
 }
 
 TEST_F(CorpusTest, JsonlInput) {
