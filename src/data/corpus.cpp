@@ -155,6 +155,7 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   for (const auto& p : options.inputs) total_bytes += static_cast<int64_t>(fs::file_size(p));
 
   const fs::path out(options.out_dir);
+  if (fs::exists(out) && !fs::is_directory(out)) throw Error("--out " + options.out_dir + " exists and is not a directory");
   fs::create_directories(out);
   // Staging folders of runs that were killed (their process is gone) are removed; a live run's is kept.
   const std::string staging_prefix = ".prepare-staging-";

@@ -169,6 +169,8 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   if (options.model_type != "unigram" && options.model_type != "bpe")
     throw Error("tokenizer model_type must be unigram or bpe, got " + options.model_type);
   if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
+  if (fs::exists(options.out_dir) && !fs::is_directory(options.out_dir))
+    throw Error("--out " + options.out_dir + " exists and is not a directory");
 
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", options.model_type},
