@@ -62,12 +62,17 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
   const auto corpus = PreparedCorpus::open(prepared);
   int64_t max_workers = 1;
   for (const int64_t t : options.threads_list) max_workers = std::max(max_workers, t);
-  for (const int64_t workers : {int64_t{0}, max_workers}) {
+  // (workers, variant): the default masking with and without workers, then whole-word masking and
+  // document packing synchronously.
+  const std::vector<std::pair<int64_t, std::string>> runs = {{0, ""}, {max_workers, ""}, {0, "whole_word"}, {0, "document"}};
+  for (const auto& [workers, variant] : runs) {
     LoaderOptions o;
     o.batch_size = options.batch_size;
     o.max_seq_len = options.seq_len;
     o.num_workers = workers;
     o.prefetch = 2 * std::max<int64_t>(1, workers);
+    o.masking.whole_word = variant == "whole_word";
+    if (variant == "document") o.packing = "document";
     MlmLoader loader(corpus, o);
     for (int i = 0; i < 3; ++i) loader.next();  // warm-up (allocator, page cache)
     int64_t tokens = 0, predicted = 0, batches = 0;
@@ -81,6 +86,7 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
       secs = std::chrono::duration<double>(clock::now() - t0).count();
     } while (secs < options.seconds);
     table << "| loader | " << (workers == 0 ? "num_workers=0 (synchronous, one core)" : fmt::format("num_workers={}", workers))
+          << (variant == "whole_word" ? ", whole-word masking" : variant == "document" ? ", packing=document" : "")
           << fmt::format(", B={} T={} | {:.1f}M tokens/s ({:.2f}M predicted tokens/s, {:.0f} batches/s) |\n", options.batch_size,
                          options.seq_len, tokens / 1e6 / secs, predicted / 1e6 / secs, batches / secs);
   }

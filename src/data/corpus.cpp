@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +16,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -152,8 +155,17 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   for (const auto& p : options.inputs) total_bytes += static_cast<int64_t>(fs::file_size(p));
 
   const fs::path out(options.out_dir);
+  if (fs::exists(out) && !fs::is_directory(out)) throw Error("--out " + options.out_dir + " exists and is not a directory");
   fs::create_directories(out);
-  const fs::path staging = out / (".prepare-staging-" + std::to_string(::getpid()));
+  // Staging folders of runs that were killed (their process is gone) are removed; a live run's is kept.
+  const std::string staging_prefix = ".prepare-staging-";
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(staging_prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + staging_prefix.size(), nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) fs::remove_all(entry.path());
+  }
+  const fs::path staging = out / (staging_prefix + std::to_string(::getpid()));
   fs::remove_all(staging);
   fs::create_directories(staging);
 

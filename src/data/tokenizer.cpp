@@ -27,9 +27,11 @@ const char* const kSpecialPieces[Tokenizer::kNumSpecial] = {"[PAD]", "[UNK]", "[
 // of input_sentence_size of them, so memory stays bounded however large the inputs are.
 class ParagraphIterator : public sentencepiece::SentenceIterator {
  public:
-  ParagraphIterator(const std::vector<std::string>& inputs, const std::string& field)
+  // `extra` (if not empty) is served first, as one more paragraph.
+  ParagraphIterator(const std::vector<std::string>& inputs, const std::string& field, const std::string& extra)
       : inputs_(inputs), field_(field) {
-    advance();
+    if (!extra.empty()) paragraphs_.push_back(extra);
+    else advance();
   }
   bool done() const override { return done_; }
   void Next() override {
@@ -77,6 +79,12 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
   int64_t count_ = 0;
 };
 
+std::string printable_ascii() {
+  std::string chars;
+  for (char c = '!'; c <= '~'; ++c) chars += c;
+  return chars;
+}
+
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp";
   {
@@ -115,7 +123,10 @@ Tokenizer Tokenizer::load(const std::string& model_path) {
   if (!status.ok()) throw Error("cannot load tokenizer " + model_path + ": " + status.ToString());
   const int n = sp->GetPieceSize();
   for (int32_t id = 0; id < kNumSpecial; ++id) {
-    if (id >= n || sp->IdToPiece(id) != kSpecialPieces[id])
+    // [UNK] must be the unknown piece and the others control pieces: a user-defined [MASK] would be
+    // matched in text.
+    const bool right_type = id < n && (id == kUnk ? sp->IsUnknown(id) : sp->IsControl(id));
+    if (id >= n || sp->IdToPiece(id) != kSpecialPieces[id] || !right_type)
       throw Error("tokenizer " + model_path + " does not have " + kSpecialPieces[id] + " at id " + std::to_string(id) +
                   " (roformer needs [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4; train one with `roformer tokenizer train`)");
   }
@@ -154,10 +165,12 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   check_inputs_exist(options.inputs);
   if (options.vocab_size <= Tokenizer::kNumSpecial)
     throw Error("tokenizer vocab_size " + std::to_string(options.vocab_size) + " is too small: ids 0-4 are taken by " +
-                "[PAD] [UNK] [CLS] [SEP] [MASK]; use a vocabulary of at least a few hundred pieces");
+                "[PAD] [UNK] [CLS] [SEP] [MASK] and the 94 printable ASCII characters are always pieces; use at least a few hundred");
   if (options.model_type != "unigram" && options.model_type != "bpe")
     throw Error("tokenizer model_type must be unigram or bpe, got " + options.model_type);
   if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
+  if (fs::exists(options.out_dir) && !fs::is_directory(options.out_dir))
+    throw Error("--out " + options.out_dir + " exists and is not a directory");
 
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", options.model_type},
@@ -172,21 +185,30 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
       {"pad_piece", "[PAD]"}, {"unk_piece", "[UNK]"}, {"bos_piece", "[CLS]"}, {"eos_piece", "[SEP]"},
       // A control symbol is never matched in text, so "[MASK]" typed in a document stays text.
       {"control_symbols", "[MASK]"},
-      // Brackets are always in the vocabulary, so the literal "[MASK]" never encodes to [UNK].
-      {"required_chars", "[]"},
-      {"hard_vocab_limit", "false"},
       {"minloglevel", "1"},
   };
+  // Every printable ASCII character should be a piece, so English text (and the literal strings
+  // "[MASK]", "[PAD]", ...) never encodes to [UNK]. The unigram trainer guarantees it through
+  // required_chars; the BPE trainer aborts on a required character absent from the text, so for BPE
+  // the characters are instead offered as one extra training paragraph (kept unless sampling drops it).
+  std::unordered_map<std::string, std::string> spec = args;
+  std::string extra;
+  if (options.model_type == "unigram") {
+    spec["required_chars"] = printable_ascii();
+  } else {
+    for (const char c : printable_ascii()) extra += std::string(1, c) + " ";
+  }
   // SentencePiece seeds its sampling from a global seed.
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
-  ParagraphIterator it(options.inputs, options.jsonl_field);
+  ParagraphIterator it(options.inputs, options.jsonl_field, extra);
   std::string model;
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
+  const auto status = sentencepiece::SentencePieceTrainer::Train(spec, &it, &model);
   if (!it.error().empty()) throw Error(it.error());
   if (it.count() == 0) throw Error("no text found in the tokenizer inputs (are the files empty?)");
   if (!status.ok())
     throw Error("tokenizer training failed: " + status.ToString() +
-                " (with little text, lower --vocab-size; the vocabulary must hold every character seen)");
+                " (the vocabulary must hold every character kept, including the 94 printable ASCII characters, "
+                "and the text must be varied enough for the requested size: adjust --vocab-size)");
 
   fs::create_directories(options.out_dir);
   const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();

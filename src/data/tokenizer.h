@@ -44,6 +44,8 @@ class Tokenizer {
   const std::vector<uint8_t>& word_start_table() const { return word_start_; }
 
  private:
+  Tokenizer() = default;  // only load() makes one, so a Tokenizer always holds a model
+
   std::shared_ptr<const sentencepiece::SentencePieceProcessor> processor_;
   std::string model_path_;
   std::string fingerprint_;

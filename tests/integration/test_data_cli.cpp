@@ -1,0 +1,52 @@
+// The data commands end to end through the `roformer` executable: tokenizer train, prepare, bench
+// data, and a user error (exit code 1, one readable message, nothing written).
+#include <gtest/gtest.h>
+
+#include "data/corpus.h"
+#include "data/tokenizer.h"
+#include "test_util.h"
+#include "unit/data_test_text.h"
+
+namespace rt = roformer::test;
+using namespace roformer::data;
+
+TEST(DataCli, TokenizerTrainPrepareBench) {
+  rt::TempDir dir;
+  rt::write_file(dir.str("a.txt"), rt::synthetic_text(40, 5, 3));
+  auto r = rt::run_roformer("tokenizer train --input " + dir.str("a.txt") + " --vocab-size 300 --model-type bpe --out " + dir.str("tok"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Tokenizer tok = Tokenizer::load(dir.str("tok/tokenizer.model"));
+  EXPECT_EQ(tok.vocab_size(), 300);
+
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("tok/tokenizer.model") + " --input " + dir.str("a.txt") + " --out " +
+                       dir.str("prep") + " --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prepare: 40 documents"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("100.0%"), std::string::npos) << "a progress line (not a TTY: log lines)\n" << r.output;
+  EXPECT_EQ(PreparedCorpus::open(dir.str("prep"), tok.fingerprint())->num_documents(), 40);
+
+  r = rt::run_roformer("bench data --input " + dir.str("a.txt") + " --tokenizer " + dir.str("tok/tokenizer.model") +
+                       " --seq-len 64 --batch-size 4 --threads-list 1,2 --seconds 0.2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| prepare | 1 thread(s) |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| prepare | 2 thread(s) |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("num_workers=0 (synchronous, one core), B=4 T=64"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("num_workers=2, B=4 T=64"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("whole-word masking, B=4 T=64"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("packing=document, B=4 T=64"), std::string::npos) << r.output;
+}
+
+TEST(DataCli, UserErrorsExitOneWithAMessage) {
+  rt::TempDir dir;
+  auto r = rt::run_roformer("tokenizer train --input " + dir.str("missing.txt") + " --vocab-size 300 --out " + dir.str("tok"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("[error] input file not found: " + dir.str("missing.txt")), std::string::npos) << r.output;
+  EXPECT_FALSE(rt::fs::exists(dir.str("tok")));
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("none.model") + " --input " + dir.str("missing.txt") + " --out " + dir.str("prep"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("input file not found"), std::string::npos) << r.output;
+  EXPECT_FALSE(rt::fs::exists(dir.str("prep")));
+  r = rt::run_roformer("bench data --input " + dir.str("missing.txt"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("benchmark input not found"), std::string::npos) << r.output;
+}

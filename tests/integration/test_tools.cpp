@@ -1,0 +1,217 @@
+// eval, fill-mask, inspect and export through the CLI, on runs trained in the test itself.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/safetensors.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "test_util.h"
+#include "tools/checkpoint_loader.h"
+
+using namespace roformer::test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string model_yaml(const std::string& norm) {
+  return "model:\n  hidden_size: 64\n  num_layers: 2\n  num_heads: 2\n  intermediate_size: 128\n"
+         "  max_position_embeddings: 48\n  hidden_dropout: 0.0\n  attention_dropout: 0.0\n  norm: " + norm + "\n";
+}
+
+// One run on the synthetic grammar, trained once for the whole suite.
+class ToolsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir();
+    write_file(tmp_->str("train.txt"), synthetic_corpus(80, 4, 3));
+    write_file(tmp_->str("valid.txt"), synthetic_corpus(10, 4, 4));
+    write_file(tmp_->str("run.yaml"),
+               model_yaml("post") + "tokenizer:\n  vocab_size: 120\n"
+               "data:\n  train_files: [" + tmp_->str("train.txt") + "]\n  valid_files: [" + tmp_->str("valid.txt") +
+               "]\n  max_seq_len: 32\n"
+               "optimizer:\n  lr: 3.0e-3\nschedule:\n  warmup_steps: 10\n"
+               "train:\n  steps: 150\n  batch_size: 16\n  precision: fp32\n  device: cpu\n"
+               "checkpoint:\n  every: 0\nlogging:\n  every: 50\n  progress: plain\n"
+               "eval:\n  every: 0\n  max_sequences: 64\n");
+    run_ = tmp_->str("run");
+    auto r = run_roformer("train -c " + tmp_->str("run.yaml") + " --run-dir " + run_);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+  static json eval_json(const std::string& args) {
+    auto r = run_command(roformer_bin() + " eval --checkpoint " + run_ + " --json " + args + " 2>/dev/null");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return json::parse(r.output);
+  }
+  static TempDir* tmp_;
+  static std::string run_;
+};
+TempDir* ToolsTest::tmp_ = nullptr;
+std::string ToolsTest::run_;
+
+}  // namespace
+
+TEST_F(ToolsTest, EvalFiguresDoNotDependOnBatchSizeOrRepetition) {
+  auto a = eval_json("--batch-size 1");
+  auto b = eval_json("--batch-size 7");
+  auto c = eval_json("--batch-size 64");
+  auto d = eval_json("--batch-size 7");
+  EXPECT_GT(a["n_predicted"].get<int64_t>(), 500);
+  for (const auto& x : {b, c, d}) {
+    EXPECT_EQ(x["n_predicted"], a["n_predicted"]);
+    EXPECT_EQ(x["accuracy"], a["accuracy"]);
+    EXPECT_EQ(x["top5_accuracy"], a["top5_accuracy"]);
+    EXPECT_NEAR(x["loss"].get<double>(), a["loss"].get<double>(), 1e-9 * a["loss"].get<double>());
+  }
+  EXPECT_EQ(b.dump().find("\"accuracy\":" + b["accuracy"].dump()) != std::string::npos, true);
+  // Another seed draws other masks.
+  auto e = eval_json("--seed 9");
+  EXPECT_NE(e["accuracy"], a["accuracy"]);
+}
+
+TEST_F(ToolsTest, TrainedModelBeatsUnigramBaseline) {
+  auto r = eval_json("");
+  // The most frequent label of the evaluated positions themselves: an upper bound of what a unigram
+  // model (trained on any data) scores on these masks.
+  auto corpus = roformer::data::PreparedCorpus::open(run_ + "/data/valid");
+  roformer::config::Config cfg;
+  cfg.data.max_seq_len = 32;
+  auto opts = roformer::data::loader_options_from_config(cfg, 32);
+  auto batches = roformer::data::make_eval_batches(corpus, opts, 1 << 30, 32, 0);
+  std::map<int64_t, int64_t> counts;
+  int64_t n = 0;
+  for (const auto& b : batches)
+    for (int64_t i = 0; i < b.pred_labels.numel(); ++i, ++n) ++counts[b.pred_labels[i].item<int64_t>()];
+  int64_t best = 0;
+  for (const auto& [id, c] : counts) best = std::max(best, c);
+  const double unigram = static_cast<double>(best) / static_cast<double>(n);
+  EXPECT_EQ(n, r["n_predicted"].get<int64_t>());
+  EXPECT_GT(r["accuracy"].get<double>(), unigram + 0.10) << "unigram baseline " << unigram;
+}
+
+TEST_F(ToolsTest, InspectReportsStateAndDamage) {
+  auto ok = run_roformer("inspect " + run_);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("integrity     ok"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("step          150"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("tokens seen   76800"), std::string::npos) << ok.output;  // 150 x 16 x 32
+  EXPECT_NE(ok.output.find("hidden_size: 64"), std::string::npos) << ok.output;
+  // Damage a copy of the checkpoint.
+  const std::string copy = tmp_->str("damaged");
+  fs::copy(run_ + "/checkpoints/step_00000150", copy, fs::copy_options::recursive);
+  {
+    std::ofstream f(copy + "/optimizer.pt", std::ios::app | std::ios::binary);
+    f << "junk";
+  }
+  auto bad = run_roformer("inspect " + copy);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("DAMAGED: optimizer.pt has"), std::string::npos) << bad.output;
+  auto ev = run_roformer("eval --checkpoint " + copy);
+  EXPECT_EQ(ev.exit_code, 1);
+  EXPECT_NE(ev.output.find("is not usable: optimizer.pt"), std::string::npos) << ev.output;
+  auto missing = run_roformer("eval --checkpoint " + tmp_->str("nope"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("does not exist"), std::string::npos) << missing.output;
+  // Incomplete: no manifest.
+  fs::remove(copy + "/manifest.json");
+  auto incomplete = run_roformer("eval --checkpoint " + copy);
+  EXPECT_EQ(incomplete.exit_code, 1);
+  EXPECT_NE(incomplete.output.find("no manifest.json"), std::string::npos) << incomplete.output;
+}
+
+TEST_F(ToolsTest, FillMaskErrors) {
+  auto none = run_roformer("fill-mask --checkpoint " + run_ + " \"the red cat sees a dog.\"");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.output.find("has no [MASK]"), std::string::npos) << none.output;
+  std::string long_text;
+  for (int i = 0; i < 40; ++i) long_text += "the red cat sees a dog. ";
+  auto too_long = run_roformer("fill-mask --checkpoint " + run_ + " \"" + long_text + "[MASK]\"");
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_NE(too_long.output.find("refused rather than truncated"), std::string::npos) << too_long.output;
+  // stdin: one text per line, JSON records.
+  auto piped = run_command("printf 'the [MASK] cat.\\na red [MASK].\\n' | " + roformer_bin() + " fill-mask --json --top-k 2 --checkpoint " + run_);
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  std::istringstream lines(piped.output);
+  std::string line;
+  int records = 0;
+  while (std::getline(lines, line))
+    if (!line.empty() && line[0] == '{') {
+      auto rec = json::parse(line);
+      EXPECT_EQ(rec["masks"].size(), 1u);
+      EXPECT_EQ(rec["masks"][0]["predictions"].size(), 2u);
+      ++records;
+    }
+  EXPECT_EQ(records, 2);
+}
+
+TEST_F(ToolsTest, ExportRoundTripThroughTransformers) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  const std::string out = tmp_->str("hf");
+  auto r = run_roformer("export --checkpoint " + run_ + " --format hf --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"config.json", "model.safetensors", "spiece.model"}) EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
+  // Our logits on inputs with padding.
+  auto ck = roformer::tools::load_checkpoint(run_, torch::Device(torch::kCPU));
+  torch::manual_seed(0);
+  auto ids = torch::randint(5, ck.tokenizer->vocab_size(), {3, 20}, torch::kInt64);
+  ids.index_put_({torch::indexing::Slice(), 0}, 2);
+  auto mask = torch::ones({3, 20}, torch::kInt64);
+  mask.index_put_({1, torch::indexing::Slice(12, torch::indexing::None)}, 0);
+  ids.index_put_({1, torch::indexing::Slice(12, torch::indexing::None)}, 0);
+  torch::Tensor logits;
+  {
+    torch::NoGradGuard g;
+    logits = ck.model->forward(ids, mask);
+  }
+  roformer::core::save_safetensors(tmp_->str("ref.safetensors"),
+                                   {{"input_ids", ids}, {"attention_mask", mask}, {"logits", logits.contiguous()}});
+  auto check = run_command(python() + " " + source_dir() + "/tests/python/check_hf_export.py " + out + " " +
+                           tmp_->str("ref.safetensors"));
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("no missing/unexpected keys"), std::string::npos) << check.output;
+}
+
+TEST(ToolsExport, PreLayerNormIsRefused) {
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 5));
+  write_file(tmp.str("pre.yaml"), model_yaml("pre") + "tokenizer:\n  vocab_size: 100\n"
+             "data:\n  train_files: [" + tmp.str("train.txt") + "]\n  max_seq_len: 32\n"
+             "schedule:\n  warmup_steps: 1\ntrain:\n  steps: 2\n  batch_size: 4\n  precision: fp32\n  device: cpu\n"
+             "logging:\n  progress: plain\n");
+  ASSERT_EQ(run_roformer("train -c " + tmp.str("pre.yaml") + " --run-dir " + tmp.str("run")).exit_code, 0);
+  auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("pre-LayerNorm"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Export is refused"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.str("hf/model.safetensors")));
+}
+
+// A model overfit to a few sentences fills the mask with the right word.
+TEST(ToolsFillMask, OverfitModelReturnsTheRightWord) {
+  TempDir tmp;
+  std::string text;
+  const char* sentences[] = {"the quick brown fox jumps over the lazy dog.", "a small bird sings in the old tree.",
+                             "my sister reads a long book every night.", "the river runs past the quiet village."};
+  for (int doc = 0; doc < 150; ++doc) text += std::string(sentences[doc % 4]) + "\n\n";
+  write_file(tmp.str("train.txt"), text);
+  write_file(tmp.str("o.yaml"), model_yaml("post") + "tokenizer:\n  vocab_size: 60\n"
+             "data:\n  train_files: [" + tmp.str("train.txt") + "]\n  max_seq_len: 32\n  packing: document\n"
+             "masking:\n  mask_prob: 0.3\n"
+             "optimizer:\n  lr: 3.0e-3\nschedule:\n  warmup_steps: 10\n  type: constant\n"
+             "train:\n  steps: 200\n  batch_size: 16\n  precision: fp32\n  device: cpu\n"
+             "logging:\n  every: 100\n  progress: plain\n");
+  auto t = run_roformer("train -c " + tmp.str("o.yaml") + " --run-dir " + tmp.str("run"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  auto r = run_command(roformer_bin() + " fill-mask --json --checkpoint " + tmp.str("run") +
+                       " \"the quick brown [MASK] jumps over the lazy dog.\" 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto rec = json::parse(r.output);
+  const std::string top = rec["masks"][0]["predictions"][0]["token"];
+  EXPECT_NE(top.find("fox"), std::string::npos) << r.output;
+}

@@ -1,0 +1,429 @@
+// Loader: packing layout, masking statistics (15%, 80/10/10), specials never chosen, whole-word
+// masking, determinism from (seed, epoch, index), O(1) resume, worker-count invariance, eval set
+// independent of batch size, document packing with padding, bad options.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "data_test_text.h"
+#include "test_util.h"
+
+using namespace roformer::data;
+using roformer::Error;
+namespace rt = roformer::test;
+
+namespace {
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected roformer::Error";
+  return "";
+}
+
+std::vector<int64_t> to_vector(const torch::Tensor& t) {
+  const auto c = t.contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+// The unmasked tokens: labels where something is predicted, inputs elsewhere.  (B, T)
+torch::Tensor originals(const Batch& b) { return torch::where(b.labels.ne(-100), b.labels, b.input_ids); }
+
+void expect_same(const Batch& a, const Batch& b, const std::string& what) {
+  EXPECT_TRUE(torch::equal(a.input_ids, b.input_ids)) << what;
+  EXPECT_TRUE(torch::equal(a.labels, b.labels)) << what;
+  EXPECT_TRUE(torch::equal(a.pred_positions, b.pred_positions)) << what;
+  EXPECT_TRUE(torch::equal(a.pred_labels, b.pred_labels)) << what;
+  EXPECT_EQ(a.attention_mask.defined(), b.attention_mask.defined()) << what;
+  if (a.attention_mask.defined() && b.attention_mask.defined()) {
+    EXPECT_TRUE(torch::equal(a.attention_mask, b.attention_mask)) << what;
+  }
+  EXPECT_EQ(a.num_tokens, b.num_tokens) << what;
+}
+
+// Checks the invariants every batch must satisfy.
+void check_batch(const Batch& b, int64_t vocab) {
+  const int64_t B = b.input_ids.size(0), T = b.input_ids.size(1);
+  ASSERT_EQ(b.input_ids.scalar_type(), torch::kInt64);
+  ASSERT_EQ(b.labels.sizes(), b.input_ids.sizes());
+  const auto ids = to_vector(b.input_ids), labels = to_vector(b.labels);
+  const auto pos = to_vector(b.pred_positions), plabels = to_vector(b.pred_labels);
+  ASSERT_EQ(pos.size(), plabels.size());
+  std::set<int64_t> predicted(pos.begin(), pos.end());
+  for (size_t k = 0; k < pos.size(); ++k) {
+    if (k) {
+      EXPECT_LT(pos[k - 1], pos[k]) << "pred_positions must ascend";
+    }
+    EXPECT_EQ(labels[pos[k]], plabels[k]);
+    EXPECT_GE(plabels[k], Tokenizer::kNumSpecial) << "a special token was chosen";
+    EXPECT_LT(plabels[k], vocab);
+  }
+  for (int64_t k = 0; k < B * T; ++k) {
+    if (!predicted.count(k)) {
+      EXPECT_EQ(labels[k], -100);
+    } else {
+      // Replacements are [MASK] or ordinary tokens: a special id in the input is never a random pick.
+      EXPECT_TRUE(ids[k] == Tokenizer::kMask || ids[k] >= Tokenizer::kNumSpecial) << ids[k];
+    }
+  }
+  for (int64_t r = 0; r < B; ++r) EXPECT_EQ(ids[r * T], Tokenizer::kCls);
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new rt::TempDir();
+    rt::write_file(dir_->str("a.txt"), rt::synthetic_text(30, 4, 1));
+    TokenizerTrainOptions t;
+    t.inputs = {dir_->str("a.txt")};
+    t.out_dir = dir_->str("tok");
+    t.vocab_size = 300;
+    PrepareOptions p;
+    p.tokenizer_model = train_tokenizer(t);
+    p.inputs = {dir_->str("a.txt")};
+    p.out_dir = dir_->str("prep");
+    p.progress = false;
+    prepare_corpus(p);
+    corpus_ = new std::shared_ptr<const PreparedCorpus>(PreparedCorpus::open(p.out_dir));
+  }
+  static void TearDownTestSuite() {
+    delete corpus_;
+    delete dir_;
+  }
+  static LoaderOptions options(int64_t B = 4, int64_t T = 64) {
+    LoaderOptions o;
+    o.batch_size = B;
+    o.max_seq_len = T;
+    o.seed = 17;
+    o.num_workers = 2;
+    o.prefetch = 3;
+    return o;
+  }
+  static const std::shared_ptr<const PreparedCorpus>& corpus() { return *corpus_; }
+  static rt::TempDir* dir_;
+  static std::shared_ptr<const PreparedCorpus>* corpus_;
+};
+rt::TempDir* LoaderTest::dir_ = nullptr;
+std::shared_ptr<const PreparedCorpus>* LoaderTest::corpus_ = nullptr;
+
+}  // namespace
+
+TEST_F(LoaderTest, FullPackingLayout) {
+  // The eval set is unshuffled, so row i is sequence i: [CLS] stream[i*(T-2), (i+1)*(T-2)) [SEP],
+  // the stream being every document followed by [SEP].
+  const int64_t T = 32;
+  std::vector<int64_t> stream;
+  for (int64_t d = 0; d < corpus()->num_documents(); ++d) {
+    for (const int32_t id : corpus()->document(d)) stream.push_back(id);
+    stream.push_back(Tokenizer::kSep);
+  }
+  const auto batches = make_eval_batches(corpus(), options(4, T), 10, 4, 5);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[2].input_ids.size(0), 2);
+  int64_t row = 0;
+  for (const auto& b : batches) {
+    check_batch(b, corpus()->vocab_size());
+    EXPECT_FALSE(b.attention_mask.defined()) << "full packing has no padding";
+    EXPECT_EQ(b.num_tokens, b.input_ids.numel());
+    const auto orig = to_vector(originals(b));
+    for (int64_t r = 0; r < b.input_ids.size(0); ++r, ++row) {
+      std::vector<int64_t> expected = {Tokenizer::kCls};
+      expected.insert(expected.end(), stream.begin() + row * (T - 2), stream.begin() + (row + 1) * (T - 2));
+      expected.push_back(Tokenizer::kSep);
+      EXPECT_EQ(std::vector<int64_t>(orig.begin() + r * T, orig.begin() + (r + 1) * T), expected) << "sequence " << row;
+    }
+  }
+  MlmLoader loader(corpus(), options(4, T));
+  EXPECT_EQ(loader.sequences_per_epoch(), static_cast<int64_t>(stream.size()) / (T - 2));
+}
+
+TEST_F(LoaderTest, MaskingStatistics) {
+  MlmLoader loader(corpus(), options(8, 64));
+  int64_t maskable = 0, predicted = 0, as_mask = 0, random = 0, kept = 0;
+  for (int i = 0; i < 150; ++i) {
+    const Batch b = loader.next();
+    check_batch(b, corpus()->vocab_size());
+    const auto ids = to_vector(b.input_ids), orig = to_vector(originals(b)), labels = to_vector(b.labels);
+    const int64_t T = b.input_ids.size(1);
+    for (int64_t r = 0; r < b.input_ids.size(0); ++r) {
+      int64_t row_maskable = 0, row_predicted = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = r * T + t;
+        row_maskable += orig[k] >= Tokenizer::kNumSpecial;
+        if (labels[k] == -100) continue;
+        ++row_predicted;
+        if (ids[k] == Tokenizer::kMask) {
+          ++as_mask;
+        } else if (ids[k] == orig[k]) {
+          ++kept;
+        } else {
+          ++random;
+        }
+      }
+      // exact_count: round(0.15 * maskable) in every row.
+      EXPECT_EQ(row_predicted, std::llround(0.15 * row_maskable));
+      maskable += row_maskable;
+      predicted += row_predicted;
+    }
+  }
+  const double n = static_cast<double>(predicted);
+  EXPECT_NEAR(predicted / static_cast<double>(maskable), 0.15, 0.005);
+  EXPECT_NEAR(as_mask / n, 0.8, 0.02);
+  EXPECT_NEAR(random / n, 0.1, 0.015);  // a random pick equal to the original counts as kept (~0.3%)
+  EXPECT_NEAR(kept / n, 0.1, 0.015);
+}
+
+TEST_F(LoaderTest, BernoulliAndCustomRates) {
+  LoaderOptions o = options(8, 64);
+  o.masking.exact_count = false;
+  o.masking.mask_prob = 0.3;
+  o.masking.mask_token_rate = 0.5;
+  o.masking.random_token_rate = 0.5;
+  MlmLoader loader(corpus(), o);
+  int64_t maskable = 0, predicted = 0, as_mask = 0, kept = 0;
+  std::set<int64_t> row_counts;
+  for (int i = 0; i < 100; ++i) {
+    const Batch b = loader.next();
+    check_batch(b, corpus()->vocab_size());
+    const auto ids = to_vector(b.input_ids), orig = to_vector(originals(b)), labels = to_vector(b.labels);
+    for (int64_t r = 0; r < 8; ++r) {
+      int64_t rp = 0;
+      for (int64_t t = 0; t < 64; ++t) {
+        const int64_t k = r * 64 + t;
+        maskable += orig[k] >= Tokenizer::kNumSpecial;
+        if (labels[k] == -100) continue;
+        ++rp;
+        as_mask += ids[k] == Tokenizer::kMask;
+        kept += ids[k] == orig[k];
+      }
+      predicted += rp;
+      row_counts.insert(rp);
+    }
+  }
+  EXPECT_NEAR(predicted / static_cast<double>(maskable), 0.3, 0.01);
+  EXPECT_GT(row_counts.size(), 5u) << "Bernoulli masking varies the count per row";
+  EXPECT_NEAR(as_mask / static_cast<double>(predicted), 0.5, 0.02);
+  EXPECT_LT(kept / static_cast<double>(predicted), 0.01);  // no "unchanged" share configured
+}
+
+TEST_F(LoaderTest, WholeWordMaskingCoversWholeWords) {
+  LoaderOptions o = options(8, 64);
+  o.masking.whole_word = true;
+  MlmLoader loader(corpus(), o);
+  int64_t continuations_predicted = 0, predicted = 0, maskable = 0;
+  for (int i = 0; i < 40; ++i) {
+    const Batch b = loader.next();
+    check_batch(b, corpus()->vocab_size());
+    const auto orig = to_vector(originals(b)), labels = to_vector(b.labels);
+    for (int64_t r = 0; r < 8; ++r) {
+      for (int64_t t = 1; t < 64; ++t) {
+        const int64_t k = r * 64 + t;
+        if (orig[k] < Tokenizer::kNumSpecial) continue;
+        ++maskable;
+        const bool p = labels[k] != -100;
+        predicted += p;
+        // A continuation piece shares its word's fate; so does the piece before it.
+        const bool continuation = !corpus()->is_word_start(orig[k]) && orig[k - 1] >= Tokenizer::kNumSpecial;
+        if (continuation) {
+          EXPECT_EQ(p, labels[k - 1] != -100) << "word split at row " << r << " position " << t;
+          continuations_predicted += p;
+        }
+      }
+    }
+  }
+  EXPECT_GT(continuations_predicted, 50) << "the corpus must have multi-piece words for this test to mean anything";
+  EXPECT_NEAR(predicted / static_cast<double>(maskable), 0.15, 0.03);
+}
+
+TEST_F(LoaderTest, SameSeedEpochIndexGivesSameBatchAnotherEpochAnotherMask) {
+  MlmLoader a(corpus(), options()), b(corpus(), options());
+  for (int i = 0; i < 5; ++i) expect_same(a.next(), b.next(), "batch " + std::to_string(i));
+  LoaderOptions other = options();
+  other.seed = 18;
+  MlmLoader c(corpus(), other), d(corpus(), options());
+  EXPECT_FALSE(torch::equal(c.next().input_ids, d.next().input_ids)) << "another seed, another order/mask";
+
+  // One batch = a whole epoch, so epochs 0 and 1 hold the same sequences (in other orders): match
+  // rows by their unmasked tokens and compare masks.
+  const int64_t n = MlmLoader(corpus(), options(1, 64)).sequences_per_epoch();
+  MlmLoader whole(corpus(), options(n, 64));
+  const Batch e0 = whole.next(), e1 = whole.next();
+  EXPECT_EQ(whole.state().epoch, 2);
+  std::map<std::vector<int64_t>, std::vector<int64_t>> mask_of;
+  const auto o0 = to_vector(originals(e0)), l0 = to_vector(e0.labels), o1 = to_vector(originals(e1)), l1 = to_vector(e1.labels);
+  for (int64_t r = 0; r < n; ++r)
+    mask_of[std::vector<int64_t>(o0.begin() + r * 64, o0.begin() + (r + 1) * 64)] = std::vector<int64_t>(l0.begin() + r * 64, l0.begin() + (r + 1) * 64);
+  int64_t same_mask = 0, same_place = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const std::vector<int64_t> row(o1.begin() + r * 64, o1.begin() + (r + 1) * 64);
+    ASSERT_TRUE(mask_of.count(row)) << "epoch 1 must hold the sequences of epoch 0";
+    same_mask += mask_of[row] == std::vector<int64_t>(l1.begin() + r * 64, l1.begin() + (r + 1) * 64);
+    same_place += row == std::vector<int64_t>(o0.begin() + r * 64, o0.begin() + (r + 1) * 64);
+  }
+  EXPECT_EQ(same_mask, 0) << "a fresh mask every epoch";
+  EXPECT_LT(same_place, n / 2) << "shuffled per epoch";
+}
+
+TEST_F(LoaderTest, RestoreYieldsWhatAnUninterruptedLoaderYields) {
+  const LoaderOptions o = options(5, 48);
+  MlmLoader straight(corpus(), o);
+  const int64_t per_epoch = straight.sequences_per_epoch();
+  const int64_t total = 2 * per_epoch / 5 + 3;  // crosses two epoch boundaries
+  std::vector<Batch> expected;
+  std::vector<LoaderState> states;
+  for (int64_t i = 0; i < total; ++i) {
+    expected.push_back(straight.next());
+    states.push_back(straight.state());
+  }
+  EXPECT_EQ(states.back().epoch, 2);
+  EXPECT_EQ(states[0].position, 5);
+  for (const int64_t cut : {int64_t{0}, int64_t{3}, total / 2, total - 3}) {
+    MlmLoader resumed(corpus(), o);
+    resumed.next();  // a resumed loader may have served other batches before restore
+    resumed.restore(states[cut]);
+    for (int64_t i = cut + 1; i < total; ++i) expect_same(resumed.next(), expected[i], "resumed after " + std::to_string(cut));
+  }
+  MlmLoader bad(corpus(), o);
+  const std::string msg = error_of([&] { bad.restore({0, per_epoch}); });
+  EXPECT_NE(msg.find("does not fit this corpus"), std::string::npos) << msg;
+}
+
+TEST_F(LoaderTest, WorkerCountDoesNotChangeBatches) {
+  LoaderOptions o = options(3, 40);
+  o.num_workers = 0;
+  MlmLoader sync(corpus(), o);
+  o.num_workers = 1;
+  MlmLoader one(corpus(), o);
+  o.num_workers = 4;
+  o.prefetch = 2;
+  MlmLoader four(corpus(), o);
+  for (int i = 0; i < 12; ++i) {
+    const Batch s = sync.next();
+    expect_same(one.next(), s, "1 worker, batch " + std::to_string(i));
+    expect_same(four.next(), s, "4 workers, batch " + std::to_string(i));
+  }
+  EXPECT_EQ(sync.state().position, four.state().position);
+}
+
+TEST_F(LoaderTest, EvalBatchesIndependentOfBatchSize) {
+  std::vector<torch::Tensor> ids, labels;
+  for (const int64_t bs : {1, 3, 8}) {
+    const auto batches = make_eval_batches(corpus(), options(), 20, bs, 99);
+    ASSERT_EQ(static_cast<int64_t>(batches.size()), (20 + bs - 1) / bs);
+    std::vector<torch::Tensor> i, l;
+    for (const auto& b : batches) {
+      i.push_back(b.input_ids);
+      l.push_back(b.labels);
+    }
+    ids.push_back(torch::cat(i));
+    labels.push_back(torch::cat(l));
+  }
+  EXPECT_EQ(ids[0].size(0), 20);
+  for (int k = 1; k < 3; ++k) {
+    EXPECT_TRUE(torch::equal(ids[0], ids[k]));
+    EXPECT_TRUE(torch::equal(labels[0], labels[k]));
+  }
+  // Another eval seed, another mask; max_sequences beyond the corpus is clamped.
+  EXPECT_FALSE(torch::equal(make_eval_batches(corpus(), options(), 20, 20, 100)[0].labels, labels[0]));
+  const int64_t n = MlmLoader(corpus(), options()).sequences_per_epoch();
+  int64_t rows = 0;
+  for (const auto& b : make_eval_batches(corpus(), options(), 1 << 20, 64, 1)) rows += b.input_ids.size(0);
+  EXPECT_EQ(rows, n);
+}
+
+TEST_F(LoaderTest, DocumentPackingPadsAndSetsAttentionMask) {
+  LoaderOptions o = options(6, 128);
+  o.packing = "document";
+  MlmLoader loader(corpus(), o);
+  int64_t expected_sequences = 0;
+  for (int64_t d = 0; d < corpus()->num_documents(); ++d) expected_sequences += (corpus()->document_length(d) + 125) / 126;
+  EXPECT_EQ(loader.sequences_per_epoch(), expected_sequences);
+  bool saw_padding = false;
+  for (int i = 0; i < 10; ++i) {
+    const Batch b = loader.next();
+    check_batch(b, corpus()->vocab_size());
+    if (!b.attention_mask.defined()) continue;
+    saw_padding = true;
+    EXPECT_TRUE(torch::equal(b.attention_mask, b.input_ids.ne(Tokenizer::kPad).to(torch::kInt64)));
+    EXPECT_EQ(b.num_tokens, b.attention_mask.sum().item<int64_t>());
+    const auto ids = to_vector(b.input_ids), mask = to_vector(b.attention_mask);
+    for (int64_t r = 0; r < 6; ++r) {
+      // [CLS] tokens [SEP] then only [PAD].
+      int64_t len = 0;
+      while (len < 128 && mask[r * 128 + len]) ++len;
+      EXPECT_EQ(ids[r * 128 + len - 1], Tokenizer::kSep);
+      for (int64_t t = len; t < 128; ++t) EXPECT_EQ(mask[r * 128 + t], 0);
+    }
+  }
+  EXPECT_TRUE(saw_padding);
+  // Each document (up to T-2 tokens) is one row of the unshuffled eval set.
+  const auto eval = make_eval_batches(corpus(), o, 1, 1, 0);
+  const auto doc = corpus()->document(0);
+  const auto orig = to_vector(originals(eval[0]));
+  const int64_t n = std::min<int64_t>(126, static_cast<int64_t>(doc.size()));
+  for (int64_t t = 0; t < n; ++t) EXPECT_EQ(orig[1 + t], doc[t]);
+  EXPECT_EQ(orig[n + 1], Tokenizer::kSep);
+}
+
+TEST_F(LoaderTest, PermutationIsABijection) {
+  for (const int64_t n : {1, 2, 7, 64, 1000, 4097}) {
+    std::vector<int> seen(n, 0);
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t q = permute_index(p, n, 12345);
+      ASSERT_GE(q, 0);
+      ASSERT_LT(q, n);
+      ++seen[q];
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), n);
+  }
+  int64_t fixed = 0;
+  for (int64_t p = 0; p < 1000; ++p) fixed += permute_index(p, 1000, 1) == permute_index(p, 1000, 2);
+  EXPECT_LT(fixed, 20) << "different keys give different orders";
+}
+
+TEST_F(LoaderTest, PinMemoryOnlyWithCuda) {
+  LoaderOptions o = options();
+  o.pin_memory = true;
+  MlmLoader loader(corpus(), o);
+  EXPECT_EQ(loader.next().input_ids.is_pinned(), torch::cuda::is_available());
+}
+
+TEST_F(LoaderTest, BadOptions) {
+  LoaderOptions o = options();
+  o.packing = "bogus";
+  EXPECT_NE(error_of([&] { MlmLoader l(corpus(), o); }).find("data.packing must be full or document"), std::string::npos);
+  o = options(4, 1 << 20);
+  const std::string msg = error_of([&] { MlmLoader l(corpus(), o); });
+  EXPECT_NE(msg.find("fewer than one sequence of data.max_seq_len=1048576"), std::string::npos) << msg;
+  o = options();
+  o.masking.mask_token_rate = 0.9;
+  o.masking.random_token_rate = 0.2;
+  EXPECT_NE(error_of([&] { MlmLoader l(corpus(), o); }).find("mask_token_rate + masking.random_token_rate"), std::string::npos);
+}
+
+TEST(LoaderConfig, OptionsFromConfig) {
+  roformer::config::Config c;
+  c.data.max_seq_len = 256;
+  c.data.packing = "document";
+  c.data.num_workers = 3;
+  c.train.seed = 7;
+  c.train.device = "cpu";
+  c.masking.whole_word = true;
+  const LoaderOptions o = loader_options_from_config(c, 16);
+  EXPECT_EQ(o.batch_size, 16);
+  EXPECT_EQ(o.max_seq_len, 256);
+  EXPECT_EQ(o.packing, "document");
+  EXPECT_EQ(o.num_workers, 3);
+  EXPECT_EQ(o.seed, 7);
+  EXPECT_FALSE(o.pin_memory);
+  EXPECT_TRUE(o.masking.whole_word);
+}

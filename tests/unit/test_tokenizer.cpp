@@ -1,0 +1,224 @@
+// Tokenizer: fixed special ids never produced from text, round trip, word starts, JSONL input,
+// fingerprint, and every bad input (message checked, existing output untouched).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "data/tokenizer.h"
+#include "data_test_text.h"
+#include "test_util.h"
+
+using namespace roformer::data;
+using roformer::Error;
+namespace rt = roformer::test;
+
+namespace {
+
+using roformer::test::synthetic_text;
+using roformer::test::synthetic_words;
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected roformer::Error";
+  return "";
+}
+
+// One small tokenizer shared by the tests of this file (training takes well under a second).
+class TokenizerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new rt::TempDir();
+    rt::write_file(dir_->str("train.txt"), synthetic_text(30, 6, 1));
+    TokenizerTrainOptions o;
+    o.inputs = {dir_->str("train.txt")};
+    o.out_dir = dir_->str("tok");
+    o.vocab_size = 300;
+    model_ = new std::string(train_tokenizer(o));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete dir_;
+  }
+  static rt::TempDir* dir_;
+  static std::string* model_;
+};
+rt::TempDir* TokenizerTest::dir_ = nullptr;
+std::string* TokenizerTest::model_ = nullptr;
+
+}  // namespace
+
+TEST_F(TokenizerTest, SpecialIdsAreFixed) {
+  EXPECT_EQ(*model_, dir_->str("tok/tokenizer.model"));
+  const Tokenizer tok = Tokenizer::load(*model_);
+  EXPECT_EQ(tok.vocab_size(), 300);
+  EXPECT_EQ(tok.id_to_piece(Tokenizer::kPad), "[PAD]");
+  EXPECT_EQ(tok.id_to_piece(Tokenizer::kUnk), "[UNK]");
+  EXPECT_EQ(tok.id_to_piece(Tokenizer::kCls), "[CLS]");
+  EXPECT_EQ(tok.id_to_piece(Tokenizer::kSep), "[SEP]");
+  EXPECT_EQ(tok.id_to_piece(Tokenizer::kMask), "[MASK]");
+  for (int32_t id = 0; id < 5; ++id) EXPECT_TRUE(tok.is_special(id));
+  EXPECT_FALSE(tok.is_special(5));
+  EXPECT_EQ(tok.model_path(), *model_);
+  EXPECT_TRUE(rt::fs::exists(dir_->str("tok/tokenizer.vocab")));
+}
+
+TEST_F(TokenizerTest, SpecialTokensNeverProducedFromText) {
+  const Tokenizer tok = Tokenizer::load(*model_);
+  for (const std::string text : {"[MASK]", "[PAD]", "[CLS] the jury [SEP]", "[UNK]", "a [MASK] b [MASK][MASK]", "<s> </s> <unk>"}) {
+    const auto ids = tok.encode(text);
+    ASSERT_FALSE(ids.empty()) << text;
+    for (const int32_t id : ids) EXPECT_GE(id, Tokenizer::kNumSpecial) << "special id " << id << " from \"" << text << "\"";
+  }
+  // Unknown characters give [UNK] (id 1), so the check above is not vacuous.
+  const auto unk = tok.encode("\xE4\xB8\xAD");  // a CJK character absent from the training text
+  EXPECT_NE(std::find(unk.begin(), unk.end(), Tokenizer::kUnk), unk.end());
+}
+
+TEST_F(TokenizerTest, RoundTrip) {
+  const Tokenizer tok = Tokenizer::load(*model_);
+  for (const std::string text : {"the jury said the election was unbelievable.", "International organization of [bracketed] representatives.",
+                                 "Atlanta's (parenthesis) nineteen thousand"}) {
+    EXPECT_EQ(tok.decode(tok.encode(text)), text);
+  }
+}
+
+TEST_F(TokenizerTest, WordStartsFollowThePiecePrefix) {
+  const Tokenizer tok = Tokenizer::load(*model_);
+  const auto ids = tok.encode("investigation irregularities");
+  ASSERT_GE(ids.size(), 3u);  // a small vocabulary: long words split into pieces
+  EXPECT_TRUE(tok.is_word_start(ids[0]));
+  int starts = 0;
+  for (const int32_t id : ids) {
+    const bool marked = tok.id_to_piece(id).rfind("\xE2\x96\x81", 0) == 0;
+    EXPECT_EQ(tok.is_word_start(id), marked) << tok.id_to_piece(id);
+    starts += marked;
+  }
+  EXPECT_EQ(starts, 2);
+  for (int32_t id = 0; id < 5; ++id) EXPECT_FALSE(tok.is_word_start(id));
+}
+
+TEST_F(TokenizerTest, FingerprintIsAHashOfTheModelFile) {
+  const Tokenizer tok = Tokenizer::load(*model_);
+  ASSERT_EQ(tok.fingerprint().size(), 16u);
+  EXPECT_EQ(tok.fingerprint(), file_fingerprint(*model_));
+  // FNV-1a 64 of "a" (published test vector).
+  rt::write_file(dir_->str("a.bin"), "a");
+  EXPECT_EQ(file_fingerprint(dir_->str("a.bin")), "af63dc4c8601ec8c");
+  // Another model (other vocabulary size) has another fingerprint.
+  TokenizerTrainOptions o;
+  o.inputs = {dir_->str("train.txt")};
+  o.out_dir = dir_->str("tok2");
+  o.vocab_size = 250;
+  EXPECT_NE(Tokenizer::load(train_tokenizer(o)).fingerprint(), tok.fingerprint());
+}
+
+TEST_F(TokenizerTest, BpeAndJsonlInput) {
+  std::string jsonl;
+  std::mt19937 rng(3);
+  const auto& words = synthetic_words();
+  for (int d = 0; d < 60; ++d) jsonl += "{\"id\": " + std::to_string(d) + ", \"body\": \"" + words[rng() % words.size()] + " " +
+                                        words[rng() % words.size()] + "\\n" + words[rng() % words.size()] + " the city\"}\n";
+  rt::write_file(dir_->str("docs.jsonl"), jsonl);
+  TokenizerTrainOptions o;
+  o.inputs = {dir_->str("docs.jsonl")};
+  o.out_dir = dir_->str("bpe");
+  o.vocab_size = 160;
+  o.model_type = "bpe";
+  o.jsonl_field = "body";
+  const Tokenizer tok = Tokenizer::load(train_tokenizer(o));
+  EXPECT_EQ(tok.id_to_piece(Tokenizer::kMask), "[MASK]");
+  EXPECT_EQ(tok.decode(tok.encode("the city")), "the city");
+  for (const int32_t id : tok.encode("[MASK] [PAD]")) EXPECT_GE(id, Tokenizer::kNumSpecial);
+  o.jsonl_field = "missing";
+  o.out_dir = dir_->str("bpe-missing");
+  const std::string msg = error_of([&] { train_tokenizer(o); });
+  EXPECT_NE(msg.find("docs.jsonl:1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"missing\""), std::string::npos) << msg;
+  EXPECT_FALSE(rt::fs::exists(dir_->str("bpe-missing/tokenizer.model")));
+}
+
+TEST_F(TokenizerTest, OptionsFromConfig) {
+  roformer::config::Config c;
+  c.data.train_files = {"a.txt"};
+  c.tokenizer.vocab_size = 321;
+  c.tokenizer.model_type = "bpe";
+  auto o = tokenizer_options_from_config(c, "out");
+  EXPECT_EQ(o.inputs, std::vector<std::string>{"a.txt"});
+  EXPECT_EQ(o.vocab_size, 321);
+  EXPECT_EQ(o.model_type, "bpe");
+  EXPECT_EQ(o.out_dir, "out");
+  c.tokenizer.input = {"b.txt"};
+  EXPECT_EQ(tokenizer_options_from_config(c, "out").inputs, std::vector<std::string>{"b.txt"});
+}
+
+// ---- Bad input: each checks the message and that the existing tokenizer is untouched --------------
+
+class TokenizerBadInput : public TokenizerTest {
+ protected:
+  void SetUp() override {
+    out_ = dir_->str("existing");
+    rt::fs::create_directories(out_);
+    rt::fs::copy_file(*model_, out_ + "/tokenizer.model", rt::fs::copy_options::overwrite_existing);
+    before_ = rt::read_file(out_ + "/tokenizer.model");
+  }
+  void expect_untouched() {
+    EXPECT_EQ(rt::read_file(out_ + "/tokenizer.model"), before_);
+    EXPECT_FALSE(rt::fs::exists(out_ + "/tokenizer.model.tmp"));
+  }
+  TokenizerTrainOptions options(const std::string& input, int64_t vocab = 300) {
+    TokenizerTrainOptions o;
+    o.inputs = {input};
+    o.out_dir = out_;
+    o.vocab_size = vocab;
+    return o;
+  }
+  std::string out_, before_;
+};
+
+TEST_F(TokenizerBadInput, MissingInputFile) {
+  const std::string msg = error_of([&] { train_tokenizer(options(dir_->str("nope.txt"))); });
+  EXPECT_NE(msg.find("input file not found: " + dir_->str("nope.txt")), std::string::npos) << msg;
+  expect_untouched();
+}
+
+TEST_F(TokenizerBadInput, VocabTooSmallForSpecialTokens) {
+  std::string msg = error_of([&] { train_tokenizer(options(dir_->str("train.txt"), 4)); });
+  EXPECT_NE(msg.find("vocab_size 4 is too small"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[MASK]"), std::string::npos) << msg;
+  expect_untouched();
+  // Above the special tokens but below the required characters: SentencePiece refuses, we explain.
+  msg = error_of([&] { train_tokenizer(options(dir_->str("train.txt"), 40)); });
+  EXPECT_NE(msg.find("tokenizer training failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--vocab-size"), std::string::npos) << msg;
+  expect_untouched();
+}
+
+TEST_F(TokenizerBadInput, InvalidUtf8NamesFileAndLine) {
+  rt::write_file(dir_->str("bad.txt"), "the jury said.\nthe city\n\nan \xC3\x28 invalid byte\n");
+  const std::string msg = error_of([&] { train_tokenizer(options(dir_->str("bad.txt"))); });
+  EXPECT_NE(msg.find(dir_->str("bad.txt") + ":4: invalid UTF-8"), std::string::npos) << msg;
+  expect_untouched();
+}
+
+TEST_F(TokenizerBadInput, EmptyInput) {
+  rt::write_file(dir_->str("empty.txt"), "\n\n   \n");
+  const std::string msg = error_of([&] { train_tokenizer(options(dir_->str("empty.txt"))); });
+  EXPECT_NE(msg.find("no text"), std::string::npos) << msg;
+  expect_untouched();
+}
+
+TEST_F(TokenizerBadInput, LoadMissingOrForeignModel) {
+  std::string msg = error_of([&] { Tokenizer::load(dir_->str("none.model")); });
+  EXPECT_NE(msg.find("tokenizer model not found"), std::string::npos) << msg;
+  rt::write_file(dir_->str("junk.model"), "not a model");
+  msg = error_of([&] { Tokenizer::load(dir_->str("junk.model")); });
+  EXPECT_NE(msg.find("cannot load tokenizer"), std::string::npos) << msg;
+}
