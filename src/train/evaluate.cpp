@@ -47,9 +47,12 @@ EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<dat
       logits = model->forward_sparse(ids, mask, pos);  // (P, V)
     }
     logits = logits.to(torch::kFloat32);
+    // Per-position losses are summed in float64, so the total does not depend on how positions are
+    // grouped into batches (a float32 sum per batch would round differently for each batch size).
     loss_sum += torch::nn::functional::cross_entropy(
-                    logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .to(torch::kFloat64);
+                    logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
+                    .to(torch::kFloat64)
+                    .sum();
     auto top5 = std::get<1>(logits.topk(std::min<int64_t>(5, logits.size(1)), /*dim=*/1));  // (P, 5)
     correct += top5.select(1, 0).eq(labels).sum().to(torch::kFloat64);
     correct5 += top5.eq(labels.unsqueeze(1)).any(1).sum().to(torch::kFloat64);

@@ -238,8 +238,8 @@ TEST(TrainBrown, ValidationAccuracyAboveThreshold) {
              "  max_position_embeddings: 64\n  hidden_dropout: 0.0\n  attention_dropout: 0.0\n"
              "tokenizer:\n  vocab_size: 2000\n  input_sentence_size: 20000\n"
              "data:\n  train_files: [" + b + "/train.txt]\n  valid_files: [" + b + "/valid.txt]\n  max_seq_len: 64\n"
-             "optimizer:\n  lr: 3.0e-3\nschedule:\n  warmup_steps: 20\n"
-             "train:\n  steps: 250\n  batch_size: 32\n  precision: fp32\n  device: cpu\n"
+             "optimizer:\n  lr: 5.0e-3\nschedule:\n  warmup_steps: 20\n"
+             "train:\n  steps: 300\n  batch_size: 32\n  precision: fp32\n  device: cpu\n"
              "checkpoint:\n  every: 0\nlogging:\n  every: 50\n  progress: plain\n"
              "eval:\n  every: 0\n  max_sequences: 256\n  batch_size: 64\n");
   auto r = run_roformer("train -c " + cfg + " --run-dir " + tmp.str("run"));
