@@ -57,6 +57,9 @@ namespace {
 const std::vector<std::string> kResumableKeyPrefixes = {
     "train.steps", "train.run_dir", "train.device", "train.num_threads", "logging.", "eval.", "checkpoint.",
     "data.num_workers", "data.prefetch", "data.prepared_dir"};
+// Keys a user changes to rescue a diverged run: allowed, with a warning that the resumed run is no
+// longer an exact continuation of the original one.
+const std::vector<std::string> kRescueKeyPrefixes = {"optimizer.lr", "optimizer.grad_clip", "schedule."};
 
 std::map<std::string, std::string> flatten(const config::Config& c) {
   std::map<std::string, std::string> out;
@@ -624,13 +627,21 @@ int run_training(const TrainRequest& request) {
     }
     // Refuse changes that alter the model or the data; apply the harmless ones.
     auto before = flatten(*ckpt_cfg), after = flatten(cfg);
-    std::vector<std::string> refused, applied;
+    std::vector<std::string> refused, applied, rescued;
+    auto matches = [](const std::string& key, const std::vector<std::string>& prefixes) {
+      for (const auto& p : prefixes)
+        if (key.rfind(p, 0) == 0) return true;
+      return false;
+    };
     for (const auto& [key, value] : after) {
       if (before[key] == value) continue;
-      bool ok = false;
-      for (const auto& p : kResumableKeyPrefixes) ok = ok || key.rfind(p, 0) == 0;
-      (ok ? applied : refused).push_back(fmt::format("{}: {} -> {}", key, before[key], value));
+      const std::string change = fmt::format("{}: {} -> {}", key, before[key], value);
+      if (matches(key, kResumableKeyPrefixes)) applied.push_back(change);
+      else if (matches(key, kRescueKeyPrefixes)) rescued.push_back(change);
+      else refused.push_back(change);
     }
+    for (const auto& r : rescued)
+      spdlog::warn("resume: applying {}; the run is no longer an exact continuation of the original", r);
     if (!refused.empty()) {
       std::string list;
       for (const auto& r : refused) list += "\n  " + r;

@@ -224,6 +224,34 @@ TEST_F(TrainTest, GoldenLossCurve) {
         << "step " << i + 1;
 }
 
+TEST_F(TrainTest, NonFiniteLossSavesLastGoodStateAndStops) {
+  // An absurd learning rate without clipping turns the weights non-finite after the first update.
+  auto r = train("nf", "--set optimizer.lr=1e30 --set optimizer.grad_clip=0 --set checkpoint.every=0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("non-finite loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at step 2; the last good state is saved"), std::string::npos) << r.output;
+  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("nf", 1)).ok);
+  auto state = json::parse(read_file(ckpt("nf", 1) + "/trainer_state.json"));
+  EXPECT_EQ(state["step"], 1);
+  EXPECT_EQ(state["loader"]["position"], 4);  // the batch of the failed step is served again
+  // The rescue keys are accepted on resume, with a warning (these weights are beyond rescue after
+  // an update at lr 1e30, so only the acceptance is checked, not the outcome).
+  auto resumed = run_roformer("train --run-dir " + tmp_.str("nf") + " --resume auto --set optimizer.lr=1e-3 "
+                              "--set optimizer.grad_clip=1 --set train.steps=4");
+  EXPECT_NE(resumed.output.find("resumed from " + ckpt("nf", 1) + " at step 1"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("optimizer.lr: 1e+30 -> 0.001; the run is no longer an exact continuation"),
+            std::string::npos) << resumed.output;
+}
+
+TEST_F(TrainTest, Bf16AutocastOnCpuTrains) {
+  auto r = train("bf", "--set train.precision=bf16 --set train.steps=3 --set checkpoint.every=0 --set eval.every=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto m = metrics("bf");
+  ASSERT_EQ(m.size(), 3u);
+  for (const auto& [step, rec] : m) EXPECT_TRUE(std::isfinite(rec["loss"].get<double>())) << step;
+  EXPECT_NE(r.output.find("precision bf16"), std::string::npos);
+}
+
 TEST_F(TrainTest, MissingTrainingFileIsAClearError) {
   auto r = train("m", "--set data.train_files=[" + tmp_.str("nope.txt") + "] --set tokenizer.model=");
   EXPECT_EQ(r.exit_code, 1);
