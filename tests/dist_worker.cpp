@@ -5,8 +5,8 @@
 //   roformer_dist_worker collectives
 //       all_reduce, broadcast, barrier, all_gather and the parameter agreement check.
 //   roformer_dist_worker train OUT_DIR STEPS ACCUM BUCKET_MB
-//       trains a tiny RoFormerForMaskedLM on a fixed synthetic global batch of kGlobalBatch sequences per
-//       step: rank r takes rows [r*G/W, (r+1)*G/W), split into ACCUM micro-batches; the loss of each
+//       trains a tiny RoFormerForMaskedLM on two fixed synthetic global batches of kGlobalBatch
+//       sequences, in turn: rank r takes rows [r*G/W, (r+1)*G/W), split into ACCUM micro-batches; the loss of each
 //       micro-batch is its summed cross-entropy divided by the predicted tokens of the whole step over
 //       all ranks; GradientReducer sums the gradients; clipping at a global norm of 1; AdamW. Writes
 //       OUT_DIR/params_rank<r>.safetensors.
@@ -134,7 +134,7 @@ int run_train(const std::string& out_dir, int64_t steps, int64_t accum, double b
   int64_t overlapped = 0;
   for (int64_t step = 0; step < steps; ++step) {
     torch::Tensor ids, predicted;
-    global_batch(step, ids, predicted);
+    global_batch(step % 2, ids, predicted);  // two batches in turn: something to learn
     ids = ids.narrow(0, r * local, local);
     predicted = predicted.narrow(0, r * local, local);
     // Predicted tokens of the whole step, summed over micro-batches and ranks.
