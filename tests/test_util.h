@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 
 inline std::string source_dir() { return ROFORMER_TEST_SOURCE_DIR; }
 inline std::string roformer_bin() { return ROFORMER_TEST_BIN; }
+inline std::string dist_worker_bin() { return ROFORMER_TEST_DIST_WORKER; }  // tests/dist_worker.cpp
 // Python with torch + transformers (the setup script's venv); empty when not configured.
 inline std::string python() {
   const char* env = std::getenv("ROFORMER_PYTHON");

@@ -79,6 +79,9 @@ class SequenceBuilder {
       : corpus_(std::move(corpus)), options_(options) {
     const auto& m = options.masking;
     if (options.batch_size < 1) throw Error("batch_size must be at least 1");
+    if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size)
+      throw Error("loader rank " + std::to_string(options.rank) + " is not in [0, world size " +
+                  std::to_string(options.world_size) + ")");
     if (options.max_seq_len < 3) throw Error("data.max_seq_len must be at least 3 ([CLS] token [SEP])");
     if (options.packing != "full" && options.packing != "document")
       throw Error("data.packing must be full or document, got " + options.packing);
@@ -267,12 +270,14 @@ LoaderOptions loader_options_from_config(const config::Config& config, int64_t b
 
 namespace {
 
-// The rows of batch k counted from global sequence g0: (sequence index, epoch) of each.
-std::vector<std::pair<int64_t, uint64_t>> batch_rows(const SequenceBuilder& builder, int64_t g0, int64_t k, int64_t B) {
+// The rows of this rank's batch k counted from global sequence g0: (sequence index, epoch) of each.
+std::vector<std::pair<int64_t, uint64_t>> batch_rows(const SequenceBuilder& builder, int64_t g0, int64_t k,
+                                                     const LoaderOptions& o) {
+  const int64_t B = o.batch_size;
   std::vector<std::pair<int64_t, uint64_t>> rows(static_cast<size_t>(B));
   const int64_t n = builder.num_sequences();
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t g = g0 + k * B + b;
+    const int64_t g = shard_sequence_index(g0, k, b, B, o.rank, o.world_size);
     const int64_t epoch = g / n;
     rows[b] = {builder.sequence_at(epoch, g % n), static_cast<uint64_t>(epoch)};
   }
@@ -280,6 +285,12 @@ std::vector<std::pair<int64_t, uint64_t>> batch_rows(const SequenceBuilder& buil
 }
 
 }  // namespace
+
+int64_t shard_sequence_index(int64_t start, int64_t batch, int64_t row, int64_t batch_size, int64_t rank,
+                             int64_t world_size) {
+  // Global batch `batch` covers [start + batch*W*B, start + (batch+1)*W*B); rank r takes its r-th B.
+  return start + (batch * world_size + rank) * batch_size + row;
+}
 
 MlmLoader::MlmLoader(std::shared_ptr<const PreparedCorpus> corpus, const LoaderOptions& options)
     : builder_(std::make_shared<SequenceBuilder>(std::move(corpus), options)), options_(options) {
@@ -321,7 +332,7 @@ void MlmLoader::worker_loop() {
       g0 = start_sequence_;
     }
     try {
-      Batch batch = builder_->build(batch_rows(*builder_, g0, k, options_.batch_size), static_cast<uint64_t>(options_.seed), scratch);
+      Batch batch = builder_->build(batch_rows(*builder_, g0, k, options_), static_cast<uint64_t>(options_.seed), scratch);
       std::lock_guard<std::mutex> lock(mu_);
       ready_.emplace(k, std::move(batch));
     } catch (...) {
@@ -335,7 +346,7 @@ void MlmLoader::worker_loop() {
 Batch MlmLoader::next() {
   if (options_.num_workers <= 0) {
     thread_local SequenceBuilder::Scratch scratch;
-    Batch batch = builder_->build(batch_rows(*builder_, start_sequence_, delivered_, options_.batch_size),
+    Batch batch = builder_->build(batch_rows(*builder_, start_sequence_, delivered_, options_),
                                   static_cast<uint64_t>(options_.seed), scratch);
     ++delivered_;
     return batch;
@@ -353,7 +364,7 @@ Batch MlmLoader::next() {
 
 LoaderState MlmLoader::state() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t g = start_sequence_ + delivered_ * options_.batch_size;
+  const int64_t g = start_sequence_ + delivered_ * options_.world_size * options_.batch_size;
   return {g / builder_->num_sequences(), g % builder_->num_sequences()};
 }
 

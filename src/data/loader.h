@@ -38,6 +38,11 @@ struct LoaderOptions {
   int64_t prefetch = 4;          // batches built ahead
   bool pin_memory = false;       // page-locked batches (only when CUDA is available)
   config::MaskingConfig masking;
+  // Data parallelism: the global stream is cut into global batches of world_size * batch_size
+  // sequences and rank r serves rows [r*B, (r+1)*B) of each, so the ranks' batches concatenated in
+  // rank order are exactly the batch a single process with batch_size world_size*B would get.
+  int64_t rank = 0;        // this process's rank in [0, world_size)
+  int64_t world_size = 1;  // W, data-parallel processes
 };
 
 // batch_size is the micro-batch; the rest comes from data.*, masking.* and train.seed
@@ -53,9 +58,14 @@ struct Batch {
   int64_t num_tokens = 0;        // non-padding tokens in the batch
 };
 
+// The global stream index (epoch * N + position) of row b of batch k of `rank`, for batches counted
+// from global stream index `start` (see LoaderOptions::rank).
+int64_t shard_sequence_index(int64_t start, int64_t batch, int64_t row, int64_t batch_size, int64_t rank,
+                             int64_t world_size);
+
 struct LoaderState {
   int64_t epoch = 0;
-  int64_t position = 0;  // sequences served within the epoch
+  int64_t position = 0;  // sequences served within the epoch, over all ranks (the same on every rank)
 };
 
 // Builds sequences and masks; shared by the loader and the evaluation set. Thread-safe (const).

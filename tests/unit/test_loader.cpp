@@ -314,6 +314,85 @@ TEST_F(LoaderTest, WorkerCountDoesNotChangeBatches) {
   EXPECT_EQ(sync.state().position, four.state().position);
 }
 
+// Data parallelism: W ranks with micro-batch B, concatenated in rank order, serve exactly what one
+// process with batch W*B serves, across an epoch boundary, in both packings; state() is the global
+// position on every rank, so a restore with another world size continues the same global stream.
+TEST_F(LoaderTest, RankShardsConcatenateToTheSingleProcessBatch) {
+  for (const std::string packing : {"full", "document"}) {
+    for (const int64_t W : {1, 2, 3}) {
+      const int64_t B = 2, T = 48;
+      LoaderOptions single_o = options(W * B, T);
+      single_o.packing = packing;
+      MlmLoader single(corpus(), single_o);
+      std::vector<std::unique_ptr<MlmLoader>> ranks;
+      for (int64_t r = 0; r < W; ++r) {
+        LoaderOptions o = options(B, T);
+        o.packing = packing;
+        o.rank = r;
+        o.world_size = W;
+        o.num_workers = r % 2;  // synchronous and prefetching ranks must agree
+        ranks.push_back(std::make_unique<MlmLoader>(corpus(), o));
+      }
+      const int64_t steps = single.sequences_per_epoch() / (W * B) + 2;  // into the second epoch
+      for (int64_t k = 0; k < steps; ++k) {
+        const Batch whole = single.next();
+        std::vector<torch::Tensor> ids, labels, masks, pred_labels;
+        int64_t num_tokens = 0;
+        for (auto& loader : ranks) {
+          const Batch part = loader->next();
+          ids.push_back(part.input_ids);
+          labels.push_back(part.labels);
+          pred_labels.push_back(part.pred_labels);
+          if (part.attention_mask.defined()) masks.push_back(part.attention_mask);
+          num_tokens += part.num_tokens;
+        }
+        const std::string what = packing + " W=" + std::to_string(W) + " step " + std::to_string(k);
+        ASSERT_TRUE(torch::equal(torch::cat(ids), whole.input_ids)) << what;
+        ASSERT_TRUE(torch::equal(torch::cat(labels), whole.labels)) << what;
+        ASSERT_TRUE(torch::equal(torch::cat(pred_labels), whole.pred_labels)) << what;
+        ASSERT_EQ(num_tokens, whole.num_tokens) << what;
+        if (whole.attention_mask.defined() && masks.size() == ranks.size()) {
+          ASSERT_TRUE(torch::equal(torch::cat(masks), whole.attention_mask)) << what;
+        }
+        for (auto& loader : ranks) {
+          ASSERT_EQ(loader->state().epoch, single.state().epoch) << what;
+          ASSERT_EQ(loader->state().position, single.state().position) << what;
+        }
+      }
+    }
+  }
+  // Resume a 2-rank stream with 3 ranks: the 3 shards continue the single-process stream.
+  LoaderOptions o2 = options(2, 48);
+  o2.world_size = 2;
+  MlmLoader two(corpus(), o2);
+  for (int i = 0; i < 5; ++i) two.next();
+  MlmLoader single(corpus(), options(6, 48));
+  single.restore(two.state());
+  const Batch whole = single.next();
+  std::vector<torch::Tensor> ids;
+  for (int64_t r = 0; r < 3; ++r) {
+    LoaderOptions o3 = options(2, 48);
+    o3.rank = r;
+    o3.world_size = 3;
+    MlmLoader three(corpus(), o3);
+    three.restore(two.state());
+    ids.push_back(three.next().input_ids);
+  }
+  EXPECT_TRUE(torch::equal(torch::cat(ids), whole.input_ids));
+  EXPECT_EQ(shard_sequence_index(100, 3, 1, 4, 2, 3), 100 + (3 * 3 + 2) * 4 + 1);
+}
+
+TEST_F(LoaderTest, BadRankOrWorldSize) {
+  LoaderOptions o = options();
+  o.world_size = 2;
+  o.rank = 2;
+  EXPECT_NE(error_of([&] { MlmLoader l(corpus(), o); }).find("loader rank 2 is not in [0, world size 2)"),
+            std::string::npos);
+  o.world_size = 0;
+  o.rank = 0;
+  EXPECT_NE(error_of([&] { MlmLoader l(corpus(), o); }).find("world size 0"), std::string::npos);
+}
+
 TEST_F(LoaderTest, EvalBatchesIndependentOfBatchSize) {
   std::vector<torch::Tensor> ids, labels;
   for (const int64_t bs : {1, 3, 8}) {

@@ -1,0 +1,51 @@
+// Parameter checksums across ranks (see agreement.h).
+#include "dist/agreement.h"
+
+#include <torch/torch.h>
+
+#include "core/hash.h"
+
+namespace roformer::dist {
+
+uint64_t parameters_checksum(const std::vector<torch::Tensor>& parameters) {
+  core::Hasher hasher;
+  for (const auto& p : parameters) {
+    const auto t = p.detach().to(torch::kCPU).contiguous();
+    const int64_t header[2] = {static_cast<int64_t>(t.scalar_type()), t.dim()};
+    hasher.update(header, sizeof(header));
+    hasher.update(t.sizes().data(), sizeof(int64_t) * static_cast<size_t>(t.dim()));
+    hasher.update(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  }
+  return hasher.digest();
+}
+
+ParameterAgreement check_parameters_agree(ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {
+  ParameterAgreement out;
+  out.checksum = parameters_checksum(parameters);
+  // Two 32-bit halves: each is exact in the double that all_gather carries.
+  const auto high = group.all_gather(static_cast<double>(out.checksum >> 32), "parameter checksum all_gather");
+  const auto low = group.all_gather(static_cast<double>(out.checksum & 0xffffffffULL), "parameter checksum all_gather");
+  for (size_t r = 0; r < high.size(); ++r) {
+    const uint64_t c = (static_cast<uint64_t>(high[r]) << 32) | static_cast<uint64_t>(low[r]);
+    out.checksums.push_back(c);
+    if (c != out.checksums.front()) out.disagreeing_ranks.push_back(static_cast<int>(r));
+  }
+  out.agree = out.disagreeing_ranks.empty();
+  return out;
+}
+
+std::string ParameterAgreement::message() const {
+  if (agree) return "parameters agree on all " + std::to_string(checksums.size()) + " ranks";
+  std::string ranks;
+  for (size_t i = 0; i < disagreeing_ranks.size(); ++i) ranks += (i ? ", " : "") + std::to_string(disagreeing_ranks[i]);
+  return "parameters of rank(s) " + ranks + " differ from rank 0's (checksums differ): the ranks have diverged";
+}
+
+void broadcast_parameters(ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> data;
+  for (const auto& p : parameters) data.push_back(p.detach());
+  group.broadcast(data, 0, "parameter broadcast from rank 0");
+}
+
+}  // namespace roformer::dist

@@ -1,0 +1,2 @@
+// Declarations only; see src/dist/gloo_compat/README.md.
+#pragma once
