@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   roformer::app::register_config_commands(app);
   roformer::app::register_train_commands(app);
   roformer::app::register_tool_commands(app);
+  roformer::app::register_bench_commands(app);
   roformer::app::register_data_commands(app);
   try {
     app.parse(argc, argv);

@@ -43,6 +43,7 @@
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/schedule.h"
+#include "train/session.h"
 #include "train/signals.h"
 
 namespace roformer::train {
@@ -141,61 +142,7 @@ void set_rng_states(const std::vector<torch::Tensor>& states) {
   }
 }
 
-struct StepResult {
-  double loss = 0;
-  double accuracy = 0;
-  double grad_norm = 0;
-  int64_t tokens = 0;
-  bool finite = true;
-  bool skipped = false;  // fp16: step skipped for a non-finite gradient
-  double data_seconds = 0;
-};
-
-class Trainer {
- public:
-  Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin)
-      : cfg_(std::move(config)), run_dir_(std::move(run_dir)), resume_dir_(std::move(resume_dir)),
-        config_origin_(std::move(config_origin)) {}
-
-  int run();
-
- private:
-  void setup_run_dir();
-  void setup_tokenizer();
-  std::shared_ptr<const data::PreparedCorpus> prepare(const std::vector<std::string>& files, const std::string& name);
-  void setup_model_and_optimizer();
-  void load_checkpoint(const std::string& dir);
-  void save_checkpoint(const std::string& reason);
-  StepResult train_step();
-  void run_eval();
-  void set_lr(double lr);
-
-  config::Config cfg_;
-  std::string run_dir_;
-  std::string resume_dir_;
-  std::string config_origin_;
-  std::string ckpt_dir_;
-  torch::Device device_{torch::kCPU};
-
-  std::optional<data::Tokenizer> tokenizer_;
-  std::shared_ptr<const data::PreparedCorpus> train_corpus_, valid_corpus_;
-  std::unique_ptr<data::MlmLoader> loader_;
-  std::vector<data::Batch> eval_batches_;
-  model::RoFormerForMaskedLM model_{nullptr};
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
-  std::vector<torch::Tensor> params_;
-  std::unique_ptr<LrSchedule> schedule_;
-  MetricsWriter metrics_;
-
-  int64_t step_ = 0;
-  int64_t tokens_seen_ = 0;
-  double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
-  int64_t good_steps_ = 0;
-  int64_t last_saved_step_ = -1;
-  data::LoaderState step_start_loader_state_;
-  std::vector<torch::Tensor> step_start_rng_;
-  std::optional<EvalResult> last_eval_;
-};
+}  // namespace
 
 void Trainer::setup_run_dir() {
   std::error_code ec;
@@ -286,12 +233,13 @@ std::shared_ptr<const data::PreparedCorpus> Trainer::prepare(const std::vector<s
 }
 
 void Trainer::setup_model_and_optimizer() {
-  const int64_t vocab = tokenizer_->vocab_size();
+  const int64_t vocab = tokenizer_ ? tokenizer_->vocab_size() : cfg_.model.vocab_size;  // synthetic: the config's
   if (cfg_.model.vocab_size != 0 && cfg_.model.vocab_size != vocab)
     throw Error(fmt::format("model.vocab_size is {} but the tokenizer has {} pieces; set model.vocab_size: 0 to "
                             "take it from the tokenizer", cfg_.model.vocab_size, vocab));
   torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
-  model_ = model::RoFormerForMaskedLM(model::options_from_config(cfg_.model, vocab));
+  model_ = model::RoFormerForMaskedLM(
+      model::options_from_config(cfg_.model, vocab).rotary_impl(variant_.rotary_impl));
   model_->to(device_);
   model_->train();
   spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, embedding {}, {}-LN, {} attention)",
@@ -316,6 +264,57 @@ void Trainer::setup_model_and_optimizer() {
   params_ = decay;
   params_.insert(params_.end(), no_decay.begin(), no_decay.end());
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
+  fused_adamw_ = device_.is_cuda() && o.fused;
+}
+
+// AdamW step. The portable path is torch::optim::AdamW. The fused path (CUDA, optimizer.fused) runs
+// at::_fused_adamw_ once per parameter group (the groups differ in weight decay) on the very state
+// tensors of optimizer_, so checkpoints (optimizer.pt) are identical in format on both paths. The
+// kernel wants float step counts on the device: they mirror the host counts of the states (one
+// device tensor per parameter, built from the host count the first time, e.g. after a resume).
+// found_inf (float, 0/1, on the device; may be undefined) makes the kernel leave everything as is.
+void Trainer::optimizer_step(double lr, const torch::Tensor& found_inf) {
+  set_lr(lr);
+  if (!fused_adamw_) {
+    optimizer_->step();
+    return;
+  }
+  const auto device_opts = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  for (auto& group : optimizer_->param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& slot = optimizer_->state()[p.unsafeGetTensorImpl()];
+      if (!slot) {  // what torch::optim::AdamW does on a parameter's first step
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        slot = std::move(fresh);
+      }
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
+      if (state.exp_avg().device() != p.device()) {  // loaded from a checkpoint onto the CPU
+        state.exp_avg(state.exp_avg().to(p.device()));
+        state.exp_avg_sq(state.exp_avg_sq().to(p.device()));
+      }
+      auto& device_step = fused_steps_[p.unsafeGetTensorImpl()];
+      if (!device_step.defined()) device_step = torch::full({}, static_cast<double>(state.step()), device_opts);
+      state.step(state.step() + 1);
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(state.exp_avg());
+      exp_avg_sqs.push_back(state.exp_avg_sq());
+      steps.push_back(device_step);
+    }
+    if (params.empty()) continue;
+    torch::_foreach_add_(steps, 1);
+    const auto [beta1, beta2] = o.betas();
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(), beta1, beta2,
+                      o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt,
+                      found_inf.defined() ? std::optional<torch::Tensor>(found_inf) : std::nullopt);
+    if (found_inf.defined()) torch::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), found_inf));
+  }
 }
 
 void Trainer::set_lr(double lr) {
@@ -388,18 +387,40 @@ void Trainer::load_checkpoint(const std::string& dir) {
   spdlog::info("resumed from {} at step {} ({} tokens seen)", dir, step_, tokens_seen_);
 }
 
-StepResult Trainer::train_step() {
+data::Batch Trainer::next_batch() { return synthetic_ ? synthetic_->next() : loader_->next(); }
+
+// One optimizer step over grad_accum micro-batches.
+//
+// Host synchronization: a synced step reads the gradient norm, loss and accuracy back (one sync),
+// clips on the host and stops on a non-finite value before the update (the CPU path, fp16, the
+// portable optimizer, and logging/eval/checkpoint steps on CUDA). An unsynced step (CUDA, bf16 or
+// fp32, fused AdamW) reads nothing back: the clip coefficient min(1, clip / (norm + 1e-6)) is
+// applied on the device, and a non-finite norm sets the sticky device flag nonfinite_, which the
+// fused kernel takes as found_inf, so from that step on no update is applied; the next synced step
+// sees the flag and reports it.
+StepResult Trainer::train_step(bool host_sync) {
+  using Clock = std::chrono::steady_clock;
+  const bool cuda = device_.is_cuda();
+  const bool fp16 = cfg_.train.precision == "fp16";
+  auto phase_end = [&](Clock::time_point start, double& seconds) {
+    if (cuda && sync_timings_) torch::cuda::synchronize();
+    const auto now = Clock::now();
+    seconds += std::chrono::duration<double>(now - start).count();
+    return now;
+  };
   StepResult r;
-  const auto data_start = std::chrono::steady_clock::now();
+  r.synced = host_sync || !cuda || fp16 || !fused_adamw_;
+  auto t = Clock::now();
   std::vector<data::Batch> micro;
   int64_t n_pred = 0;
   for (int64_t i = 0; i < cfg_.train.grad_accum; ++i) {
-    micro.push_back(loader_->next());
+    micro.push_back(next_batch());
     n_pred += micro.back().pred_positions.numel();
     r.tokens += micro.back().num_tokens;
   }
-  r.data_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_start).count();
-  const bool fp16 = cfg_.train.precision == "fp16";
+  r.n_pred = n_pred;
+  t = phase_end(t, r.timings.data);
+  r.data_seconds = r.timings.data;
   const double scale = fp16 ? loss_scale_ : 1.0;
   // The loss is the sum over every predicted token of the step divided by their total count, so
   // accumulation over micro-batches equals one large batch.
@@ -408,21 +429,25 @@ StepResult Trainer::train_step() {
   torch::Tensor loss_sum = torch::zeros({}, acc_opts), correct = torch::zeros({}, acc_opts);
   for (auto& b : micro) {
     if (b.pred_positions.numel() == 0) continue;
-    const bool nb = device_.is_cuda();
-    auto ids = b.input_ids.to(device_, nb);
-    auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, nb) : torch::Tensor();
-    auto pos = b.pred_positions.to(device_, nb);
-    auto labels = b.pred_labels.to(device_, nb);
+    auto ids = b.input_ids.to(device_, cuda);  // non-blocking from pinned memory on CUDA
+    auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, cuda) : torch::Tensor();
+    auto pos = b.pred_positions.to(device_, cuda);
+    auto labels = b.pred_labels.to(device_, cuda);
     torch::Tensor logits;
     {
       AutocastScope autocast(device_.type(), cfg_.train.precision);
-      logits = model_->forward_sparse(ids, mask, pos);  // (P, V)
+      if (variant_.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
+        logits = model_->forward(ids, mask).view({-1, model_->options().vocab_size()}).index_select(0, pos);
+      else
+        logits = model_->forward_sparse(ids, mask, pos);  // (P, V)
     }
     auto ce = torch::nn::functional::cross_entropy(
         logits.to(torch::kFloat32), labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    t = phase_end(t, r.timings.forward);
     (ce * (inv_pred * scale)).backward();
     loss_sum += ce.detach().to(torch::kFloat64);
     correct += logits.detach().argmax(-1).eq(labels).sum().to(torch::kFloat64);
+    t = phase_end(t, r.timings.backward);
   }
   // Global gradient norm (after unscaling for fp16), then clipping.
   std::vector<torch::Tensor> grads;
@@ -432,10 +457,24 @@ StepResult Trainer::train_step() {
     for (auto& g : grads) g.mul_(1.0 / scale);
   torch::Tensor norm = torch::zeros({}, acc_opts.dtype(torch::kFloat32));
   if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
-  r.grad_norm = norm.item<double>();  // the one host sync of a step
+  if (!r.synced) {
+    auto bad = norm.isfinite().logical_not().to(torch::kFloat32);
+    nonfinite_ = nonfinite_.defined() ? torch::maximum(nonfinite_, bad) : bad;
+    if (cfg_.optimizer.grad_clip > 0 && !grads.empty())
+      torch::_foreach_mul_(grads, (cfg_.optimizer.grad_clip / (norm + 1e-6)).clamp_max(1.0));
+    optimizer_step(schedule_->lr(step_), nonfinite_);
+    optimizer_->zero_grad(true);
+    phase_end(t, r.timings.optimizer);
+    return r;
+  }
+  r.grad_norm = norm.item<double>();  // the one host sync of a synced step
   r.loss = loss_sum.item<double>() * inv_pred;
   r.accuracy = correct.item<double>() * inv_pred;
   r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
+  if (nonfinite_.defined() && nonfinite_.item<float>() != 0.0f) {  // set by an earlier unsynced step
+    r.finite = false;
+    r.nonfinite_earlier = true;
+  }
   if (!r.finite) {
     optimizer_->zero_grad(true);
     if (fp16) {  // dynamic loss scaling: skip the step, halve the scale
@@ -443,16 +482,17 @@ StepResult Trainer::train_step() {
       loss_scale_ = std::max(1.0, loss_scale_ * 0.5);
       good_steps_ = 0;
     }
+    phase_end(t, r.timings.optimizer);
     return r;
   }
   if (cfg_.optimizer.grad_clip > 0 && r.grad_norm > cfg_.optimizer.grad_clip) {
     const double coef = cfg_.optimizer.grad_clip / (r.grad_norm + 1e-6);
     torch::_foreach_mul_(grads, coef);
   }
-  set_lr(schedule_->lr(step_));
-  optimizer_->step();
+  optimizer_step(schedule_->lr(step_), torch::Tensor());
   optimizer_->zero_grad(true);
   if (fp16 && ++good_steps_ % 2000 == 0) loss_scale_ *= 2.0;
+  phase_end(t, r.timings.optimizer);
   return r;
 }
 
@@ -468,14 +508,25 @@ void Trainer::run_eval() {
                   {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"seconds", r.seconds}});
 }
 
-int Trainer::run() {
-  setup_run_dir();
+void Trainer::setup_device() {
   device_ = resolve_device(cfg_.train.device);
   if (cfg_.train.precision == "fp16" && !device_.is_cuda())
     throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
   if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
-  spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
+}
 
+void Trainer::use_synthetic_data(int64_t vocab_size) {
+  if (vocab_size < 6)
+    throw Error(fmt::format("synthetic data needs model.vocab_size of at least 6 (5 special tokens + 1), got {}; "
+                            "e.g. --set model.vocab_size=8000", vocab_size));
+  cfg_.model.vocab_size = vocab_size;
+  auto opts = data::loader_options_from_config(cfg_, cfg_.train.batch_size);
+  opts.seed = cfg_.train.seed;
+  opts.pin_memory = device_.is_cuda();
+  synthetic_ = std::make_unique<SyntheticBatches>(vocab_size, opts);
+}
+
+void Trainer::setup_data() {
   setup_tokenizer();
   train_corpus_ = prepare(cfg_.data.train_files, "train");
   if (!cfg_.data.valid_files.empty()) valid_corpus_ = prepare(cfg_.data.valid_files, "valid");
@@ -490,6 +541,13 @@ int Trainer::run() {
     eval_batches_ = data::make_eval_batches(valid_corpus_, eval_opts, cfg_.eval.max_sequences, cfg_.eval.batch_size,
                                             cfg_.eval.seed);
   }
+}
+
+int Trainer::run() {
+  setup_run_dir();
+  setup_device();
+  spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
+  setup_data();
   setup_model_and_optimizer();
   metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
   if (!resume_dir_.empty()) {
@@ -509,12 +567,25 @@ int Trainer::run() {
   double window_seconds = 0, ema_step_s = 0;
   int64_t window_tokens = 0, window_steps = 0;
   double window_loss = 0, window_acc = 0;
+  int64_t window_synced = 0;
+  double last_loss = 0, last_acc = 0, last_grad_norm = 0;
+  auto due = [&](int64_t every, int64_t step) { return (every > 0 && step % every == 0) || step == total; };
   while (step_ < total) {
     step_start_loader_state_ = loader_->state();
     step_start_rng_ = get_rng_states();
     const auto t0 = std::chrono::steady_clock::now();
-    StepResult r = train_step();
+    // Steps whose values are logged, evaluated after or checkpointed read them back (CPU: every step).
+    const int64_t next = step_ + 1;
+    StepResult r = train_step(due(cfg_.logging.every, next) || due(cfg_.eval.every, next) ||
+                              due(cfg_.checkpoint.every, next) || stop_requested());
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.finite && !r.skipped && r.nonfinite_earlier) {
+      progress.clear();
+      throw Error(fmt::format("non-finite loss or gradient norm between steps {} and {} (found at step {}; updates "
+                              "stopped at the first one). Resume from the last checkpoint in {} with --resume auto "
+                              "after lowering optimizer.lr, raising schedule.warmup_steps or setting "
+                              "optimizer.grad_clip", step_ + 2 - cfg_.logging.every, step_ + 1, step_ + 1, ckpt_dir_));
+    }
     if (!r.finite && !r.skipped) {
       progress.clear();
       // Nothing was applied: save the state from before this step and stop.
@@ -531,30 +602,35 @@ int Trainer::run() {
     tokens_seen_ += r.tokens;
     window_seconds += dt;
     window_tokens += r.tokens;
-    window_loss += r.loss;
-    window_acc += r.accuracy;
+    if (r.synced) {
+      window_loss += r.loss;
+      window_acc += r.accuracy;
+      ++window_synced;
+      last_loss = r.loss, last_acc = r.accuracy, last_grad_norm = r.grad_norm;
+    }
     ++window_steps;
     ema_step_s = ema_step_s == 0 ? dt : 0.9 * ema_step_s + 0.1 * dt;
     ProgressStats ps;
     ps.step = step_;
     ps.total = total;
-    ps.loss = r.loss;
-    ps.accuracy = r.accuracy;
+    ps.loss = last_loss;  // unsynced CUDA steps show the last values read back
+    ps.accuracy = last_acc;
     ps.lr = schedule_->lr(step_ - 1);
-    ps.grad_norm = r.grad_norm;
+    ps.grad_norm = last_grad_norm;
     ps.tokens_per_s = window_seconds > 0 ? window_tokens / window_seconds : 0;
     ps.ms_per_step = 1000.0 * window_seconds / window_steps;
     ps.eta_s = ema_step_s * static_cast<double>(total - step_);
     progress.update(ps);
     if (step_ % cfg_.logging.every == 0 || step_ == total) {
-      ps.loss = window_loss / window_steps;
-      ps.accuracy = window_acc / window_steps;
+      // Mean over the window's synced steps: every step on the CPU, the logging step itself on CUDA.
+      ps.loss = window_loss / static_cast<double>(std::max<int64_t>(window_synced, 1));
+      ps.accuracy = window_acc / static_cast<double>(std::max<int64_t>(window_synced, 1));
       progress.log_line(ps);
       metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
                       {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
                       {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step},
                       {"tokens_seen", tokens_seen_}, {"data_wait_s", r.data_seconds}});
-      window_seconds = 0, window_tokens = 0, window_steps = 0, window_loss = 0, window_acc = 0;
+      window_seconds = 0, window_tokens = 0, window_steps = 0, window_loss = 0, window_acc = 0, window_synced = 0;
     }
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == total) {
       progress.clear();
@@ -581,8 +657,6 @@ int Trainer::run() {
   spdlog::info("final checkpoint: {}", (fs::path(ckpt_dir_) / checkpoint_name(step_)).string());
   return 0;
 }
-
-}  // namespace
 
 int run_training(const TrainRequest& request) {
   config::Config cfg;

@@ -1,0 +1,36 @@
+// `roformer bench -c CONFIG`: training throughput of the real training step. Registered before
+// the data commands, which add `roformer bench data` to the same group.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "train/bench.h"
+
+namespace roformer::app {
+
+void register_bench_commands(CLI::App& app) {
+  auto o = std::make_shared<train::TrainBenchOptions>();
+  auto* bench = app.add_subcommand(
+      "bench", "Benchmarks that print figures: `bench -c CONFIG` times training steps (tokens/s, MFU); `bench data`");
+  bench->require_subcommand(0, 1);
+  bench->add_option("-c,--config", o->config_path, "YAML config to benchmark (the same step as `roformer train`)");
+  bench->add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");
+  bench->add_option("--steps", o->steps, "Measured steps")->capture_default_str();
+  bench->add_option("--warmup", o->warmup, "Steps before measuring")->capture_default_str();
+  bench->add_flag("--json", o->json, "Print one JSON record instead of the table");
+  bench->add_option("--peak-tflops", o->peak_tflops,
+                    "Peak TFLOP/s for MFU (default: known for H100/H200/A100; none on the CPU)");
+  bench->add_flag("--synthetic", o->synthetic, "Random token batches (needs model.vocab_size); no tokenizer or corpus");
+  bench->add_option("--rotary", o->rotary, "elementwise | matrix (naive rotation matrices)")->capture_default_str();
+  bench->add_flag("--dense-head", o->dense_head, "MLM head over all B*T positions instead of the predicted ones");
+  bench->add_flag("--breakdown", o->breakdown, "CUDA: synchronize between phases to time data/forward/backward/optimizer");
+  bench->add_option("--run-dir", o->run_dir, "Tokenizer and prepared-data cache (default: <train.run_dir>/bench)");
+  bench->callback([bench, o] {
+    if (!bench->get_subcommands().empty()) return;  // `roformer bench data` ran instead
+    const int code = train::run_train_benchmark(*o);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace roformer::app

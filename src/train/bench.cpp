@@ -1,0 +1,220 @@
+// `roformer bench`: see bench.h. Every figure comes from whole steps of Trainer::train_step.
+//
+// Timing: tokens/s and ms/step are wall clock over whole steps, data loading included. On the CPU
+// every step ends with its host sync, so per-step times and the phase breakdown are exact. On CUDA
+// the measured steps run without host sync (as in `roformer train` between logging steps) and one
+// synchronize closes the measurement: ms/step is then the mean only; --breakdown adds a
+// synchronize at every phase boundary (which itself costs a little) to time the phases.
+#include "train/bench.h"
+
+#include <ATen/DeviceAccelerator.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "model/flops.h"
+#include "train/session.h"
+
+namespace roformer::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string cuda_device_name() {
+  // LibTorch's C++ API has no device-name call without the CUDA headers; nvidia-smi is always
+  // there on a CUDA machine.
+  std::string name;
+  if (FILE* pipe = popen("nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null", "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, pipe)) name += buf;
+    pclose(pipe);
+  }
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  return name;
+}
+
+}  // namespace
+
+double known_peak_tflops(const std::string& name, const std::string& precision) {
+  const bool half = precision == "bf16" || precision == "fp16";
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("H100") || has("H200") || has("GH200")) return half ? 989.0 : 67.0;  // SXM dense
+  if (has("A100")) return half ? 312.0 : 19.5;
+  return 0.0;
+}
+
+int run_train_benchmark(const TrainBenchOptions& o) {
+  if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
+  if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
+  if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
+  if (o.rotary != "elementwise" && o.rotary != "matrix")
+    throw Error(fmt::format("--rotary must be elementwise or matrix, got '{}'", o.rotary));
+  if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");
+  config::Config cfg = config::load_config(o.config_path, o.overrides);
+  config::validate(cfg);
+  setup_logging(cfg.logging.level);
+  if (o.synthetic && cfg.model.vocab_size == 0)
+    throw Error("--synthetic needs model.vocab_size (there is no tokenizer to take it from): add "
+                "--set model.vocab_size=" + std::to_string(cfg.tokenizer.vocab_size));
+  const std::string run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
+
+  Trainer trainer(cfg, run_dir, "", o.config_path);
+  trainer.setup_device();
+  const bool cuda = trainer.device().is_cuda();
+  if (o.synthetic)
+    trainer.use_synthetic_data(cfg.model.vocab_size);
+  else
+    trainer.setup_data();
+  trainer.set_variant({o.rotary, o.dense_head});
+  trainer.set_sync_timings(cuda && o.breakdown);
+  trainer.setup_model_and_optimizer();
+
+  spdlog::info("bench: {} warm-up + {} measured steps on {} ({}, {} data)", o.warmup, o.steps,
+               trainer.device().str(), cfg.train.precision, o.synthetic ? "synthetic" : "prepared");
+  for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/true);
+  if (cuda) {
+    torch::cuda::synchronize();
+    at::accelerator::resetPeakStats(trainer.device().index());
+  }
+
+  using Clock = std::chrono::steady_clock;
+  StepTimings phases;
+  int64_t tokens = 0, n_pred = 0;
+  double min_step = 1e300;
+  StepResult last;
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < o.steps; ++i) {
+    const auto t0 = Clock::now();
+    // The last step reads its values back, so a non-finite run is reported and the clock stops
+    // after the device is done.
+    last = trainer.train_step(/*host_sync=*/i + 1 == o.steps);
+    min_step = std::min(min_step, std::chrono::duration<double>(Clock::now() - t0).count());
+    tokens += last.tokens;
+    n_pred += last.n_pred;
+    phases.data += last.timings.data;
+    phases.forward += last.timings.forward;
+    phases.backward += last.timings.backward;
+    phases.optimizer += last.timings.optimizer;
+  }
+  if (cuda) torch::cuda::synchronize();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!last.finite) throw Error(fmt::format("bench: non-finite loss ({}) or gradient norm ({})", last.loss, last.grad_norm));
+
+  const auto& c = trainer.config();
+  const int64_t sequences = c.train.batch_size * c.train.grad_accum;
+  const double mean_pred = static_cast<double>(n_pred) / static_cast<double>(o.steps);
+  const auto model_opts = trainer.model()->options();
+  // The dense head runs the decoder at every position: count it at B*T rows.
+  const double flops = model::mlm_train_flops_per_step(
+      model_opts, sequences, c.data.max_seq_len,
+      o.dense_head ? sequences * c.data.max_seq_len : static_cast<int64_t>(std::llround(mean_pred)));
+  const double step_s = seconds / static_cast<double>(o.steps);
+  const double tflops = flops / step_s / 1e12;
+  const std::string device_name = cuda ? cuda_device_name() : "cpu";
+  double peak = o.peak_tflops;
+  std::string peak_source = peak > 0 ? "--peak-tflops" : "";
+  if (peak <= 0 && cuda) {
+    peak = known_peak_tflops(device_name, c.train.precision);
+    if (peak > 0) peak_source = "known peak of " + device_name;
+  }
+  int64_t peak_bytes = 0;
+  std::string memory_kind;
+  if (cuda) {
+    peak_bytes = at::accelerator::getDeviceStats(trainer.device().index())
+                     .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                     .peak;
+    memory_kind = "CUDA allocator peak allocated";
+  } else {
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    peak_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
+    memory_kind = "process peak RSS";
+  }
+  const bool breakdown_valid = !cuda || o.breakdown;
+  const bool min_valid = !cuda || o.breakdown;
+
+  json rec = {{"device", trainer.device().str()},
+              {"device_name", device_name},
+              {"precision", c.train.precision},
+              {"data", o.synthetic ? "synthetic" : "prepared"},
+              {"rotary", o.rotary},
+              {"head", o.dense_head ? "dense" : "sparse"},
+              {"fused_adamw", trainer.uses_fused_adamw()},
+              {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
+              {"batch_size", c.train.batch_size},
+              {"grad_accum", c.train.grad_accum},
+              {"seq_len", c.data.max_seq_len},
+              {"num_parameters", trainer.model()->num_parameters()},
+              {"warmup", o.warmup},
+              {"steps", o.steps},
+              {"seconds", seconds},
+              {"tokens", tokens},
+              {"tokens_per_s", static_cast<double>(tokens) / seconds},
+              {"ms_per_step_mean", 1000.0 * step_s},
+              {"ms_per_step_min", min_valid ? json(1000.0 * min_step) : json(nullptr)},
+              {"n_pred_per_step", mean_pred},
+              {"flops_per_step", flops},
+              {"achieved_tflops", tflops},
+              {"peak_tflops", peak > 0 ? json(peak) : json(nullptr)},
+              {"mfu", peak > 0 ? json(tflops / peak) : json(nullptr)},
+              {"peak_memory_bytes", peak_bytes},
+              {"peak_memory_kind", memory_kind},
+              {"final_loss", last.loss}};
+  const double n = static_cast<double>(o.steps);
+  if (breakdown_valid)
+    rec["breakdown_ms"] = {{"data", 1000.0 * phases.data / n},
+                           {"forward", 1000.0 * phases.forward / n},
+                           {"backward", 1000.0 * phases.backward / n},
+                           {"optimizer", 1000.0 * phases.optimizer / n}};
+  else
+    rec["breakdown_ms"] = nullptr;
+  rec["breakdown_synchronized"] = cuda && o.breakdown;
+
+  if (o.json) {
+    std::cout << rec.dump() << std::endl;
+    return 0;
+  }
+  std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}\n",
+                           device_name == "cpu" ? fmt::format("cpu ({} threads)", torch::get_num_threads()) : device_name,
+                           c.train.precision, o.synthetic ? "synthetic" : "prepared", o.rotary,
+                           o.dense_head ? "dense" : "sparse", trainer.uses_fused_adamw() ? "fused" : "portable");
+  std::cout << fmt::format("{} x {} sequences x {} tokens per step, {} parameters, {} warm-up + {} measured steps\n\n",
+                           c.train.grad_accum, c.train.batch_size, c.data.max_seq_len, trainer.model()->num_parameters(),
+                           o.warmup, o.steps);
+  std::cout << "| metric | value |\n|---|---:|\n";
+  std::cout << fmt::format("| tokens/s | {:.0f} |\n", static_cast<double>(tokens) / seconds);
+  std::cout << fmt::format("| ms/step (mean) | {:.2f} |\n", 1000.0 * step_s);
+  if (min_valid) std::cout << fmt::format("| ms/step (min) | {:.2f} |\n", 1000.0 * min_step);
+  if (breakdown_valid) {
+    const char* note = cuda ? " (synchronized)" : "";
+    std::cout << fmt::format("| data wait ms/step{} | {:.2f} |\n", note, 1000.0 * phases.data / n);
+    std::cout << fmt::format("| forward + loss ms/step{} | {:.2f} |\n", note, 1000.0 * phases.forward / n);
+    std::cout << fmt::format("| backward ms/step{} | {:.2f} |\n", note, 1000.0 * phases.backward / n);
+    std::cout << fmt::format("| optimizer ms/step{} | {:.2f} |\n", note, 1000.0 * phases.optimizer / n);
+  }
+  std::cout << fmt::format("| model FLOPs/step | {:.4g} |\n", flops);
+  std::cout << fmt::format("| achieved TFLOP/s | {:.3f} |\n", tflops);
+  if (peak > 0)
+    std::cout << fmt::format("| MFU (peak {:.1f} TFLOP/s, {}) | {:.1f}% |\n", peak, peak_source, 100.0 * tflops / peak);
+  std::cout << fmt::format("| peak memory ({}) | {:.1f} MiB |\n", memory_kind, static_cast<double>(peak_bytes) / 1048576.0);
+  std::cout << fmt::format("| final loss | {:.4f} |\n", last.loss);
+  if (cuda && !o.breakdown)
+    std::cout << "\n(CUDA: steps run without host sync; --breakdown synchronizes between phases to time them, "
+                 "at a small cost)\n";
+  return 0;
+}
+
+}  // namespace roformer::train

@@ -1,0 +1,34 @@
+// `roformer bench -c CONFIG`: training throughput of the real training step (the same
+// Trainer::train_step as `roformer train`) on the config's data or on synthetic batches. Reports
+// tokens/s, ms/step with a per-phase breakdown, model FLOPs per step, achieved TFLOP/s, MFU and
+// peak memory. A program that prints figures, never a test with a time limit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace roformer::train {
+
+struct TrainBenchOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;     // section.key=value
+  std::string run_dir;                    // tokenizer + prepared data cache; empty: <train.run_dir>/bench
+  int64_t steps = 20;                     // measured steps
+  int64_t warmup = 3;                     // steps run before measuring
+  bool json = false;                      // one JSON record on stdout instead of the table
+  double peak_tflops = 0;                 // 0: known peak of the device for the precision, if any
+  bool synthetic = false;                 // random batches (model.vocab_size must be set)
+  std::string rotary = "elementwise";     // elementwise | matrix
+  bool dense_head = false;
+  bool breakdown = false;                 // CUDA: synchronize between phases to time them
+};
+
+// Throws roformer::Error for user mistakes. Returns the process exit code.
+int run_train_benchmark(const TrainBenchOptions& options);
+
+// Peak dense TFLOP/s of a device for a precision (bf16/fp16 tensor cores, or fp32 without TF32),
+// from its name (e.g. "NVIDIA H100 80GB HBM3"); 0 when unknown.
+double known_peak_tflops(const std::string& device_name, const std::string& precision);
+
+}  // namespace roformer::train

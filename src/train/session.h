@@ -1,0 +1,143 @@
+// The training session shared by `roformer train` (Trainer::run: the whole run with checkpoints,
+// metrics and evaluation) and `roformer bench` (set up, then train_step() in a loop): both run the
+// very same step. Includes LibTorch, so only train/ sources include it; the CLI uses trainer.h.
+//
+// Setup order: setup_device(), then setup_data() (tokenizer + prepared corpus + loader) or
+// use_synthetic_data(), then setup_model_and_optimizer(). run() does all of it plus the run dir.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/config.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "model/roformer.h"
+#include "train/evaluate.h"
+#include "train/metrics.h"
+#include "train/schedule.h"
+
+namespace roformer::train {
+
+// Wall-clock seconds per phase of one step, summed over the micro-batches. On CUDA the phases are
+// only meaningful with Trainer::set_sync_timings(true) (a device synchronize at each boundary);
+// without it kernels still run when the host moves on and the time lands in a later phase.
+struct StepTimings {
+  double data = 0;       // waiting for the loader (or building synthetic batches)
+  double forward = 0;    // host-to-device copies, forward, cross entropy
+  double backward = 0;
+  double optimizer = 0;  // gradient norm, clipping, AdamW, zero_grad (and the host sync, if any)
+};
+
+struct StepResult {
+  double loss = 0;        // valid when synced
+  double accuracy = 0;    // valid when synced
+  double grad_norm = 0;   // valid when synced
+  int64_t tokens = 0;     // non-padding input tokens
+  int64_t n_pred = 0;     // predicted positions
+  bool finite = true;
+  bool skipped = false;   // fp16: step skipped for a non-finite gradient
+  bool synced = true;     // false: a CUDA step without host sync; loss/accuracy/grad_norm not read back
+  bool nonfinite_earlier = false;  // the non-finite value came from an earlier unsynced step
+  double data_seconds = 0;
+  StepTimings timings;
+};
+
+// Options that exist only to measure the cost of a design choice (`roformer bench`).
+struct StepVariant {
+  std::string rotary_impl = "elementwise";  // elementwise | matrix (naive rotation matrices)
+  bool dense_head = false;                  // MLM head on all B*T positions, then gathered
+};
+
+// Random batches with the loader's shape: [CLS] x [SEP] without padding, exactly
+// round(mask_prob * (T - 2)) predicted positions per sequence, replaced 80/10/10 ([MASK] / random
+// / kept, per masking.*). Token ids are drawn from the non-special range [5, V). Own RNG: the
+// global LibTorch generator (dropout) is not touched.
+class SyntheticBatches {
+ public:
+  SyntheticBatches(int64_t vocab_size, const data::LoaderOptions& options);
+  data::Batch next();
+
+ private:
+  int64_t vocab_size_;
+  data::LoaderOptions options_;
+  uint64_t state_;
+};
+
+class Trainer {
+ public:
+  Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin)
+      : cfg_(std::move(config)), run_dir_(std::move(run_dir)), resume_dir_(std::move(resume_dir)),
+        config_origin_(std::move(config_origin)) {}
+
+  // The whole training run (writes the run dir, checkpoints, metrics). Returns the exit code.
+  int run();
+
+  // Building blocks (run() calls them; `roformer bench` calls them without a run dir of its own).
+  void setup_device();
+  void setup_data();                        // tokenizer, prepared train/valid data, loader
+  void use_synthetic_data(int64_t vocab_size);  // instead of setup_data(); model.vocab_size = vocab_size
+  void set_variant(const StepVariant& variant) { variant_ = variant; }  // before setup_model_and_optimizer
+  void setup_model_and_optimizer();
+  void set_sync_timings(bool sync) { sync_timings_ = sync; }
+  // One optimizer step (grad_accum micro-batches). host_sync false lets a CUDA bf16/fp32 step run
+  // without reading anything back (see train_step in trainer.cpp); CPU and fp16 steps always sync.
+  StepResult train_step(bool host_sync = true);
+
+  const config::Config& config() const { return cfg_; }
+  const torch::Device& device() const { return device_; }
+  model::RoFormerForMaskedLM& model() { return model_; }
+  bool uses_fused_adamw() const { return fused_adamw_; }
+
+ private:
+  void setup_run_dir();
+  void setup_tokenizer();
+  std::shared_ptr<const data::PreparedCorpus> prepare(const std::vector<std::string>& files, const std::string& name);
+  void load_checkpoint(const std::string& dir);
+  void save_checkpoint(const std::string& reason);
+  void run_eval();
+  void set_lr(double lr);
+  void optimizer_step(double lr, const torch::Tensor& found_inf);
+  data::Batch next_batch();
+
+  config::Config cfg_;
+  std::string run_dir_;
+  std::string resume_dir_;
+  std::string config_origin_;
+  std::string ckpt_dir_;
+  torch::Device device_{torch::kCPU};
+
+  std::optional<data::Tokenizer> tokenizer_;
+  std::shared_ptr<const data::PreparedCorpus> train_corpus_, valid_corpus_;
+  std::unique_ptr<data::MlmLoader> loader_;
+  std::unique_ptr<SyntheticBatches> synthetic_;
+  std::vector<data::Batch> eval_batches_;
+  model::RoFormerForMaskedLM model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;  // holds the state (checkpointed) on every path
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<LrSchedule> schedule_;
+  MetricsWriter metrics_;
+  StepVariant variant_;
+  bool sync_timings_ = false;
+  bool fused_adamw_ = false;        // CUDA + optimizer.fused: at::_fused_adamw_ on optimizer_'s state
+  std::unordered_map<void*, torch::Tensor> fused_steps_;  // per parameter: float step count on the device
+  torch::Tensor nonfinite_;         // CUDA: sticky device flag, set by any non-finite step since the last sync
+
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
+  int64_t good_steps_ = 0;
+  int64_t last_saved_step_ = -1;
+  data::LoaderState step_start_loader_state_;
+  std::vector<torch::Tensor> step_start_rng_;
+  std::optional<EvalResult> last_eval_;
+};
+
+}  // namespace roformer::train

@@ -1,0 +1,172 @@
+// `roformer bench -c CONFIG` through the CLI: the JSON record of a few synthetic steps is complete
+// and consistent (tokens, FLOPs from mlm_train_flops_per_step, breakdown within the step time,
+// MFU from --peak-tflops), the variants change what they should, prepared data works, `bench data`
+// still exists, and bad options fail with a message saying what to change. Figures are never
+// compared with a time limit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "model/flops.h"
+#include "model/options.h"
+#include "test_util.h"
+
+using namespace roformer::test;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kB = 4, kT = 32, kV = 200;
+
+std::string bench_config(const std::string& dir) {
+  return "model:\n  vocab_size: 200\n  hidden_size: 32\n  num_layers: 2\n  num_heads: 2\n  intermediate_size: 64\n"
+         "  max_position_embeddings: 64\n"
+         "tokenizer:\n  vocab_size: 120\n"
+         "data:\n  train_files: [" + dir + "/train.txt]\n  max_seq_len: 32\n  num_workers: 1\n"
+         "train:\n  batch_size: 4\n  precision: fp32\n  device: cpu\n  num_threads: 1\n  run_dir: " + dir + "/run\n"
+         "logging:\n  level: warn\n";
+}
+
+// The last line of the output that is a JSON object.
+json last_json(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, found;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') found = line;
+  EXPECT_FALSE(found.empty()) << output;
+  return found.empty() ? json() : json::parse(found);
+}
+
+class BenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_file(tmp_.str("train.txt"), synthetic_corpus(40, 4, 3));
+    write_file(tmp_.str("bench.yaml"), bench_config(tmp_.str()));
+  }
+  std::string cfg() const { return "-c " + tmp_.str("bench.yaml"); }
+  double expected_flops(int64_t n_pred) const {
+    const auto c = roformer::config::load_config(tmp_.str("bench.yaml"));
+    return roformer::model::mlm_train_flops_per_step(roformer::model::options_from_config(c.model, kV), kB, kT, n_pred);
+  }
+  TempDir tmp_;
+};
+
+TEST_F(BenchTest, SyntheticJsonRecordIsCompleteAndConsistent) {
+  const int64_t steps = 4;
+  auto r = run_roformer("bench " + cfg() + " --synthetic --steps 4 --warmup 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = last_json(r.output);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.at("device"), "cpu");
+  EXPECT_EQ(j.at("data"), "synthetic");
+  EXPECT_EQ(j.at("head"), "sparse");
+  EXPECT_EQ(j.at("rotary"), "elementwise");
+  EXPECT_EQ(j.at("fused_adamw"), false);  // CPU: the portable optimizer
+  EXPECT_EQ(j.at("num_threads"), 1);
+  EXPECT_EQ(j.at("steps"), steps);
+  // Synthetic batches: no padding, round(0.15 * (T - 2)) = 5 predicted positions per sequence.
+  EXPECT_EQ(j.at("tokens").get<int64_t>(), steps * kB * kT);
+  EXPECT_DOUBLE_EQ(j.at("n_pred_per_step").get<double>(), static_cast<double>(kB * 5));
+  EXPECT_DOUBLE_EQ(j.at("flops_per_step").get<double>(), expected_flops(kB * 5));
+  const double seconds = j.at("seconds").get<double>();
+  ASSERT_GT(seconds, 0);
+  EXPECT_GT(j.at("tokens_per_s").get<double>(), 0);
+  EXPECT_NEAR(j.at("tokens_per_s").get<double>(), static_cast<double>(steps * kB * kT) / seconds, 1e-6 * seconds);
+  const double mean_ms = j.at("ms_per_step_mean").get<double>();
+  EXPECT_NEAR(mean_ms, 1000.0 * seconds / steps, 1e-6);
+  EXPECT_GT(j.at("ms_per_step_min").get<double>(), 0);
+  EXPECT_LE(j.at("ms_per_step_min").get<double>(), mean_ms + 1e-9);
+  EXPECT_NEAR(j.at("achieved_tflops").get<double>(), expected_flops(kB * 5) / (mean_ms * 1e-3) / 1e12, 1e-9);
+  // The phases are timed inside each step: together at most the whole step (+ rounding).
+  const json& b = j.at("breakdown_ms");
+  ASSERT_TRUE(b.is_object()) << j.dump();
+  double sum = 0;
+  for (const char* phase : {"data", "forward", "backward", "optimizer"}) {
+    ASSERT_TRUE(b.contains(phase)) << phase;
+    EXPECT_GE(b.at(phase).get<double>(), 0) << phase;
+    sum += b.at(phase).get<double>();
+  }
+  EXPECT_GT(b.at("forward").get<double>(), 0);
+  EXPECT_GT(b.at("backward").get<double>(), 0);
+  EXPECT_GT(b.at("optimizer").get<double>(), 0);
+  EXPECT_LE(sum, mean_ms * 1.001 + 1e-3);
+  EXPECT_GT(sum, 0.5 * mean_ms);  // the phases cover most of the step
+  EXPECT_TRUE(j.at("mfu").is_null());  // CPU and no --peak-tflops: no MFU
+  EXPECT_GT(j.at("peak_memory_bytes").get<int64_t>(), 10 << 20);  // RSS holds at least LibTorch
+  EXPECT_EQ(j.at("peak_memory_kind"), "process peak RSS");
+  const double loss = j.at("final_loss").get<double>();
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_NEAR(loss, std::log(static_cast<double>(kV)), 1.5);  // near-uniform predictions at the start
+}
+
+TEST_F(BenchTest, PeakTflopsGivesMfuAndTableIsPrinted) {
+  auto r = run_roformer("bench " + cfg() + " --synthetic --steps 2 --warmup 0 --json --peak-tflops 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = last_json(r.output);
+  EXPECT_DOUBLE_EQ(j.at("peak_tflops").get<double>(), 0.5);
+  EXPECT_NEAR(j.at("mfu").get<double>(), j.at("achieved_tflops").get<double>() / 0.5, 1e-12);
+
+  auto t = run_roformer("bench " + cfg() + " --synthetic --steps 2 --warmup 0 --peak-tflops 0.5");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  for (const char* row : {"| tokens/s |", "| ms/step (mean) |", "| data wait ms/step |", "| forward + loss ms/step |",
+                          "| backward ms/step |", "| optimizer ms/step |", "| model FLOPs/step |",
+                          "| achieved TFLOP/s |", "| MFU (peak 0.5 TFLOP/s", "| peak memory (process peak RSS) |"})
+    EXPECT_NE(t.output.find(row), std::string::npos) << row << "\n" << t.output;
+}
+
+TEST_F(BenchTest, DenseHeadAndMatrixRotaryVariants) {
+  auto r = run_roformer("bench " + cfg() + " --synthetic --steps 2 --warmup 0 --json --dense-head --rotary matrix");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = last_json(r.output);
+  EXPECT_EQ(j.at("head"), "dense");
+  EXPECT_EQ(j.at("rotary"), "matrix");
+  // The dense head's decoder runs at every position: FLOPs count B*T head rows.
+  EXPECT_DOUBLE_EQ(j.at("flops_per_step").get<double>(), expected_flops(kB * kT));
+  EXPECT_TRUE(std::isfinite(j.at("final_loss").get<double>()));
+}
+
+TEST_F(BenchTest, PreparedDataThroughTheTrainingSetup) {
+  auto r = run_roformer("bench " + cfg() + " --steps 3 --warmup 1 --json --set model.vocab_size=0 --run-dir " +
+                        tmp_.str("benchrun"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = last_json(r.output);
+  EXPECT_EQ(j.at("data"), "prepared");
+  EXPECT_EQ(j.at("tokens").get<int64_t>(), 3 * kB * kT);  // full packing: no padding
+  EXPECT_GT(j.at("tokens_per_s").get<double>(), 0);
+  // The tokenizer and the prepared shards land in --run-dir, as `roformer train` would make them.
+  EXPECT_TRUE(fs::exists(tmp_.str("benchrun/tokenizer/tokenizer.model")));
+  EXPECT_TRUE(fs::exists(tmp_.str("benchrun/data/train")));
+  EXPECT_FALSE(fs::exists(tmp_.str("run")));  // the config's run dir is left alone
+}
+
+TEST_F(BenchTest, BadOptionsSayWhatToChange) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"bench " + cfg() + " --synthetic --rotary spiral", "--rotary must be elementwise or matrix, got 'spiral'"},
+      {"bench " + cfg() + " --synthetic --steps 0", "--steps must be at least 1"},
+      {"bench " + cfg() + " --synthetic --set model.vocab_size=0", "--synthetic needs model.vocab_size"},
+      {"bench --synthetic", "roformer bench needs a config: -c"},
+      {"bench " + cfg() + " --synthetic --bogus", "--bogus"},
+      {"bench " + cfg() + " --synthetic --set model.hiden=3", "unknown config key model.hiden"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_roformer(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output.find('{'), std::string::npos) << "no record on failure: " << c.args;
+  }
+}
+
+TEST_F(BenchTest, BenchDataStillExists) {
+  auto r = run_roformer("bench data --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--threads-list"), std::string::npos) << r.output;
+}
+
+}  // namespace
