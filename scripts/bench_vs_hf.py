@@ -35,7 +35,16 @@ def resolved_config(binary, config, overrides):
     cmd = [binary, "config", "print", "-c", config]
     for o in overrides:
         cmd += ["--set", o]
-    return yaml.safe_load(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    cfg = yaml.safe_load(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    # PyYAML (YAML 1.1) reads exponents without a dot, such as 1e-12, as strings.
+    for section in cfg.values():
+        for key, value in section.items():
+            if isinstance(value, str):
+                try:
+                    section[key] = float(value)
+                except ValueError:
+                    pass
+    return cfg
 
 
 def hf_model(cfg, vocab):
