@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "core/error.h"
+
 namespace roformer::test {
 
 namespace fs = std::filesystem;
@@ -78,6 +80,18 @@ struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together
 };
+
+// Runs `fn`, expects roformer::Error, and returns its message (a test failure when none is thrown).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const roformer::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected roformer::Error";
+  return "";
+}
 
 // Runs a shell command line, capturing stdout and stderr.
 inline CommandResult run_command(const std::string& command) {

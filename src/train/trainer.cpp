@@ -182,16 +182,7 @@ void Trainer::setup_tokenizer() {
                     "--set data.train_files=[../shared/data/brown/train.txt]");
       spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", cfg_.tokenizer.model_type,
                    cfg_.tokenizer.vocab_size, inputs.size());
-      data::TokenizerTrainOptions o;
-      o.inputs = inputs;
-      o.out_dir = (fs::path(run_dir_) / "tokenizer").string();
-      o.vocab_size = cfg_.tokenizer.vocab_size;
-      o.model_type = cfg_.tokenizer.model_type;
-      o.character_coverage = cfg_.tokenizer.character_coverage;
-      o.input_sentence_size = cfg_.tokenizer.input_sentence_size;
-      o.seed = cfg_.tokenizer.seed;
-      o.jsonl_field = cfg_.data.jsonl_field;
-      path = data::train_tokenizer(o);
+      path = data::train_tokenizer(data::tokenizer_options_from_config(cfg_, (fs::path(run_dir_) / "tokenizer").string()));
     }
   }
   tokenizer_ = data::Tokenizer::load(path);

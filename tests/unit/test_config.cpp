@@ -11,21 +11,7 @@
 using roformer::Error;
 using namespace roformer::config;
 
-namespace {
-
-// Runs `fn`, expects roformer::Error, and returns its message.
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected roformer::Error";
-  return "";
-}
-
-}  // namespace
+using roformer::test::error_of;
 
 TEST(Config, DefaultsAreRoformerBase) {
   Config c;

@@ -18,18 +18,9 @@ using namespace roformer::data;
 using roformer::Error;
 namespace rt = roformer::test;
 
-namespace {
+using roformer::test::error_of;
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected roformer::Error";
-  return "";
-}
+namespace {
 
 // Every file under dir (relative name -> bytes), to prove a failed run changed nothing.
 std::map<std::string, std::string> snapshot(const std::string& dir) {

@@ -17,18 +17,9 @@ using namespace roformer::data;
 using roformer::Error;
 namespace rt = roformer::test;
 
-namespace {
+using roformer::test::error_of;
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected roformer::Error";
-  return "";
-}
+namespace {
 
 std::vector<int64_t> to_vector(const torch::Tensor& t) {
   const auto c = t.contiguous();

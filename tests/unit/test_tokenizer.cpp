@@ -15,21 +15,13 @@ using namespace roformer::data;
 using roformer::Error;
 namespace rt = roformer::test;
 
+using roformer::test::error_of;
+
 namespace {
 
 using roformer::test::synthetic_text;
 using roformer::test::synthetic_words;
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected roformer::Error";
-  return "";
-}
 
 // One small tokenizer shared by the tests of this file (training takes well under a second).
 class TokenizerTest : public ::testing::Test {
