@@ -302,6 +302,12 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(eval, max_sequences, "Validation sequences evaluated (a fixed, deterministic set)", at_least(1));
   ROFORMER_FIELD(eval, batch_size, "Sequences per evaluation batch", at_least(1));
   ROFORMER_FIELD(eval, seed, "Seed of the evaluation masks (fixed so figures compare across runs)", at_least(0));
+  // distributed
+  ROFORMER_FIELD(distributed, backend, "Collectives when torchrun/SLURM start several processes: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
+                 one_of({"auto", "gloo", "nccl"}));
+  ROFORMER_FIELD(distributed, timeout_s, "Seconds any rendezvous or collective may wait before the run stops naming the missing rank",
+                 at_least(1));
+  ROFORMER_FIELD(distributed, bucket_mb, "Gradient all-reduce bucket size in MiB (buckets start during backward)", positive());
   return f;
 }
 #undef ROFORMER_FIELD
@@ -362,9 +368,8 @@ void apply_yaml(Config& config, const YAML::Node& root, const std::string& origi
   for (const auto& sec : root) {
     const std::string name = sec.first.as<std::string>();
     if (std::find(sections.begin(), sections.end(), name) == sections.end())
-      throw Error(fmt::format("{}: unknown config section '{}'; did you mean '{}'? Sections: model, tokenizer, "
-                              "data, masking, optimizer, schedule, train, checkpoint, logging, eval",
-                              origin, name, nearest(name, sections)));
+      throw Error(fmt::format("{}: unknown config section '{}'; did you mean '{}'? Sections: {}", origin, name,
+                              nearest(name, sections), fmt::join(sections, ", ")));
     if (sec.second.IsNull()) continue;
     if (!sec.second.IsMap())
       throw Error(fmt::format("{}: section '{}' must be a mapping of keys", origin, name));
@@ -469,6 +474,11 @@ void validate(const Config& c) {
   if (dev == "cpu" && c.train.precision == "fp16")
     fail("train.precision fp16 needs CUDA; use fp32 or bf16 with train.device: cpu");
   if (c.train.run_dir.empty()) fail("train.run_dir must not be empty");
+  if (c.distributed.backend == "nccl" && dev == "cpu")
+    fail("distributed.backend nccl needs CUDA but train.device is cpu; use distributed.backend: gloo (or auto)");
+  if (c.distributed.backend == "gloo" && dev.rfind("cuda", 0) == 0)
+    fail(fmt::format("distributed.backend gloo is for CPU training but train.device is {}; use distributed.backend: "
+                     "nccl (or auto)", dev));
 }
 
 std::string to_yaml(const Config& config) {

@@ -108,6 +108,14 @@ struct EvalConfig {
   int64_t seed = 0;
 };
 
+// Data parallelism (docs/distributed.md). Used only when a launcher (torchrun, SLURM srun) starts
+// several processes; a single process ignores it.
+struct DistributedConfig {
+  std::string backend = "auto";           // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
+  int64_t timeout_s = 600;                // rendezvous and every collective
+  double bucket_mb = 25.0;                // gradient all-reduce bucket size
+};
+
 struct Config {
   ModelConfig model;
   TokenizerConfig tokenizer;
@@ -119,6 +127,7 @@ struct Config {
   CheckpointConfig checkpoint;
   LoggingConfig logging;
   EvalConfig eval;
+  DistributedConfig distributed;
 };
 
 // Loads a YAML file (missing sections and keys keep their defaults), applies `section.key=value`

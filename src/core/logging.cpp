@@ -1,5 +1,8 @@
 #include "core/logging.h"
 
+#include <algorithm>
+#include <string>
+
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -8,15 +11,32 @@
 
 namespace roformer {
 
+namespace {
+int g_rank = 0;
+std::string g_level = "info";
+}  // namespace
+
 void setup_logging(const std::string& level) {
   auto logger = spdlog::get("roformer");
   if (!logger) {
     logger = spdlog::stderr_color_mt("roformer");
     spdlog::set_default_logger(logger);
   }
-  logger->set_pattern("%^[%Y-%m-%d %H:%M:%S] [%l]%$ %v");
-  logger->set_level(spdlog::level::from_str(level));
+  g_level = level;
+  auto lvl = spdlog::level::from_str(level);
+  if (g_rank > 0) {
+    logger->set_pattern("%^[%Y-%m-%d %H:%M:%S] [%l]%$ [rank " + std::to_string(g_rank) + "] %v");
+    lvl = std::max(lvl, spdlog::level::warn);
+  } else {
+    logger->set_pattern("%^[%Y-%m-%d %H:%M:%S] [%l]%$ %v");
+  }
+  logger->set_level(lvl);
   logger->flush_on(spdlog::level::info);
+}
+
+void set_log_rank(int rank) {
+  g_rank = rank;
+  setup_logging(g_level);
 }
 
 void add_log_file(const std::string& path) {

@@ -19,10 +19,16 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "dist/env.h"
 #include "model/roformer.h"
 #include "train/evaluate.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
+
+namespace roformer::dist {
+class ProcessGroup;
+class GradientReducer;
+}  // namespace roformer::dist
 
 namespace roformer::train {
 
@@ -40,8 +46,9 @@ struct StepResult {
   double loss = 0;        // valid when synced
   double accuracy = 0;    // valid when synced
   double grad_norm = 0;   // valid when synced
-  int64_t tokens = 0;     // non-padding input tokens
-  int64_t n_pred = 0;     // predicted positions
+  int64_t tokens = 0;     // non-padding input tokens (of all ranks)
+  int64_t n_pred = 0;     // predicted positions (of all ranks)
+  bool stop = false;      // a stop signal reached this process (or, distributed, any rank) by the step's start
   bool finite = true;
   bool skipped = false;   // fp16: step skipped for a non-finite gradient
   bool synced = true;     // false: a CUDA step without host sync; loss/accuracy/grad_norm not read back
@@ -73,11 +80,12 @@ class SyntheticBatches {
 
 class Trainer {
  public:
-  Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin)
-      : cfg_(std::move(config)), run_dir_(std::move(run_dir)), resume_dir_(std::move(resume_dir)),
-        config_origin_(std::move(config_origin)) {}
+  Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin);
+  ~Trainer();
 
   // The whole training run (writes the run dir, checkpoints, metrics). Returns the exit code.
+  // Started by torchrun or srun with several processes (dist::detect_dist_env), it is one rank of a
+  // data-parallel run: see docs/distributed.md.
   int run();
 
   // Building blocks (run() calls them; `roformer bench` calls them without a run dir of its own).
@@ -95,9 +103,14 @@ class Trainer {
   const torch::Device& device() const { return device_; }
   model::RoFormerForMaskedLM& model() { return model_; }
   bool uses_fused_adamw() const { return fused_adamw_; }
+  int world_size() const { return env_.world_size; }
+  bool main_rank() const { return env_.rank == 0; }
 
  private:
   void setup_run_dir();
+  void setup_distributed();  // process group (world of one: identity), parameter broadcast, reducer
+  std::vector<std::string> gather_rng_states();  // collective; rank 0 gets every rank's, serialized
+  void restore_rng_states(const std::string& dir, int64_t saved_world_size);
   void setup_tokenizer();
   std::shared_ptr<const data::PreparedCorpus> prepare(const std::vector<std::string>& files, const std::string& name);
   void load_checkpoint(const std::string& dir);
@@ -113,6 +126,9 @@ class Trainer {
   std::string config_origin_;
   std::string ckpt_dir_;
   torch::Device device_{torch::kCPU};
+  dist::DistEnv env_;                               // a single process unless run() finds a launcher
+  std::unique_ptr<dist::ProcessGroup> group_;       // run() only; null for `roformer bench`
+  std::unique_ptr<dist::GradientReducer> reducer_;  // world size > 1 only
 
   std::optional<data::Tokenizer> tokenizer_;
   std::shared_ptr<const data::PreparedCorpus> train_corpus_, valid_corpus_;

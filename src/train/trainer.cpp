@@ -14,8 +14,10 @@
 #include <ATen/Context.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
@@ -37,6 +39,10 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "dist/agreement.h"
+#include "dist/env.h"
+#include "dist/gradient_reducer.h"
+#include "dist/process_group.h"
 #include "model/roformer.h"
 #include "train/checkpoint_store.h"
 #include "train/evaluate.h"
@@ -57,10 +63,13 @@ namespace {
 // train.num_threads keep the math but may change float rounding).
 const std::vector<std::string> kResumableKeyPrefixes = {
     "train.steps", "train.run_dir", "train.device", "train.num_threads", "logging.", "eval.", "checkpoint.",
-    "data.num_workers", "data.prefetch", "data.prepared_dir"};
+    "data.num_workers", "data.prefetch", "data.prepared_dir", "distributed."};
 // Keys a user changes to rescue a diverged run: allowed, with a warning that the resumed run is no
 // longer an exact continuation of the original one.
-const std::vector<std::string> kRescueKeyPrefixes = {"optimizer.lr", "optimizer.grad_clip", "schedule."};
+// train.batch_size and train.grad_accum are here so a run can resume on another number of processes
+// with the same global batch (batch_size x grad_accum x processes): the data position is global.
+const std::vector<std::string> kRescueKeyPrefixes = {"optimizer.lr", "optimizer.grad_clip", "schedule.",
+                                                     "train.batch_size", "train.grad_accum"};
 
 std::map<std::string, std::string> flatten(const config::Config& c) {
   std::map<std::string, std::string> out;
@@ -142,13 +151,38 @@ void set_rng_states(const std::vector<torch::Tensor>& states) {
   }
 }
 
+std::string serialize(const std::vector<torch::Tensor>& tensors) {
+  std::ostringstream out;
+  torch::save(tensors, out);
+  return out.str();
+}
+
+// The dropout seed of a rank that has no saved generator state (ranks > 0 at the start of a run or
+// after a resume with another world size): a splitmix64 mix of (seed, rank, step).
+uint64_t rank_seed(int64_t seed, int rank, int64_t step) {
+  uint64_t x = static_cast<uint64_t>(seed) ^ (static_cast<uint64_t>(rank) << 40) ^ static_cast<uint64_t>(step);
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+std::string rng_file(int rank) { return rank == 0 ? "rng.pt" : fmt::format("rng_rank{}.pt", rank); }
+
 }  // namespace
+
+Trainer::Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin)
+    : cfg_(std::move(config)), run_dir_(std::move(run_dir)), resume_dir_(std::move(resume_dir)),
+      config_origin_(std::move(config_origin)) {}
+
+Trainer::~Trainer() = default;
 
 void Trainer::setup_run_dir() {
   std::error_code ec;
   fs::create_directories(run_dir_, ec);
   if (ec) throw Error(fmt::format("cannot create run directory '{}': {}", run_dir_, ec.message()));
   ckpt_dir_ = (fs::path(run_dir_) / "checkpoints").string();
+  if (!main_rank()) return;  // rank 0 owns train.log and config.yaml
   add_log_file((fs::path(run_dir_) / "train.log").string());
   write_file_atomic((fs::path(run_dir_) / "config.yaml").string(),
                     "# Resolved config of this run (from " + config_origin_ + ")\n" + config::to_yaml(cfg_));
@@ -313,58 +347,121 @@ void Trainer::set_lr(double lr) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
 
+// Every rank's generator states (dropout), serialized. Collective in a data-parallel run: each
+// rank fills its row of a zero (W, longest) byte table and one all-reduce sums the table, so rank 0
+// ends with every row; the other ranks get an empty list.
+std::vector<std::string> Trainer::gather_rng_states() {
+  std::string mine = serialize(get_rng_states());
+  const int W = world_size();
+  if (W == 1) return {mine};
+  const auto lengths = group_->all_gather(static_cast<double>(mine.size()), "checkpoint RNG state sizes");
+  const auto longest = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
+  auto table = torch::zeros({W, longest}, torch::kUInt8);
+  std::memcpy(table.data_ptr<uint8_t>() + env_.rank * longest, mine.data(), mine.size());
+  table = table.to(group_->device());
+  group_->all_reduce_sum(table, "checkpoint RNG states");
+  if (!main_rank()) return {};
+  table = table.cpu();
+  std::vector<std::string> out;
+  for (int r = 0; r < W; ++r)
+    out.emplace_back(reinterpret_cast<const char*>(table.data_ptr<uint8_t>() + r * longest),
+                     static_cast<size_t>(lengths[static_cast<size_t>(r)]));
+  return out;
+}
+
+// Collective in a data-parallel run: the ranks check that their parameters agree (bit for bit) and
+// send their RNG states to rank 0, rank 0 writes the checkpoint, and every rank learns whether it
+// was saved before going on (so a failed save stops every rank with the same step on disk).
 void Trainer::save_checkpoint(const std::string& reason) {
   if (last_saved_step_ == step_) return;
   const auto start = std::chrono::steady_clock::now();
-  try {
-    CheckpointWriter w(ckpt_dir_, step_);
-    core::save_safetensors(w.path("model.safetensors"), model_->hf_named_parameters(),
-                           {{"format", "pt"}, {"producer", "roformer"}, {"step", std::to_string(step_)}});
-    torch::save(*optimizer_, w.path("optimizer.pt"));
-    // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
-    if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP"); kill_at && std::atoll(kill_at) == step_)
-      std::raise(SIGKILL);
-    torch::save(get_rng_states(), w.path("rng.pt"));
-    const auto loader_state = loader_->state();
-    json state = {{"step", step_},
-                  {"tokens_seen", tokens_seen_},
-                  {"loader", {{"epoch", loader_state.epoch}, {"position", loader_state.position}}},
-                  {"loss_scale", loss_scale_},
-                  {"good_steps", good_steps_},
-                  {"tokenizer_fingerprint", tokenizer_->fingerprint()},
-                  {"num_parameters", model_->num_parameters()},
-                  {"reason", reason},
-                  {"roformer_version", ROFORMER_VERSION}};
-    if (last_eval_)
-      state["last_eval"] = {{"loss", last_eval_->loss}, {"accuracy", last_eval_->accuracy},
-                            {"top5_accuracy", last_eval_->top5_accuracy}, {"perplexity", last_eval_->perplexity}};
-    write_file_checked(w.path("trainer_state.json"), state.dump(2) + "\n");
-    write_file_checked(w.path("config.yaml"), config::to_yaml(cfg_));
-    write_file_checked(w.path("tokenizer.model"), read_text(tokenizer_->model_path()));
-    write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? read_text(metrics_.path()) : "");
-    const std::string final_dir = w.commit();
-    last_saved_step_ = step_;
-    prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last);
-    spdlog::info("saved checkpoint {} ({}, {:.1f}s)", final_dir, reason,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("saving the checkpoint at step {} failed: {} (the previous checkpoint is intact)",
-                            step_, e.what_without_backtrace()));
+  const int W = world_size();
+  if (W > 1) {
+    const auto agreement = dist::check_parameters_agree(*group_, params_);
+    if (!agreement.agree)
+      throw Error(fmt::format("not saving the checkpoint at step {}: {}. Data-parallel ranks must hold identical "
+                              "parameters; resume from the last checkpoint ({})",
+                              step_, agreement.message(), ckpt_dir_));
   }
+  const auto rng_states = gather_rng_states();
+  std::exception_ptr failure;
+  std::string final_dir;
+  if (main_rank()) {
+    try {
+      try {
+        CheckpointWriter w(ckpt_dir_, step_);
+        core::save_safetensors(w.path("model.safetensors"), model_->hf_named_parameters(),
+                               {{"format", "pt"}, {"producer", "roformer"}, {"step", std::to_string(step_)}});
+        torch::save(*optimizer_, w.path("optimizer.pt"));
+        // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
+        if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP");
+            kill_at && std::atoll(kill_at) == step_)
+          std::raise(SIGKILL);
+        for (int r = 0; r < W; ++r) write_file_checked(w.path(rng_file(r)), rng_states[static_cast<size_t>(r)]);
+        const auto loader_state = loader_->state();
+        json state = {{"step", step_},
+                      {"tokens_seen", tokens_seen_},
+                      {"loader", {{"epoch", loader_state.epoch}, {"position", loader_state.position}}},
+                      {"world_size", W},
+                      {"global_batch_size", cfg_.train.batch_size * cfg_.train.grad_accum * W},
+                      {"loss_scale", loss_scale_},
+                      {"good_steps", good_steps_},
+                      {"tokenizer_fingerprint", tokenizer_->fingerprint()},
+                      {"num_parameters", model_->num_parameters()},
+                      {"reason", reason},
+                      {"roformer_version", ROFORMER_VERSION}};
+        if (last_eval_)
+          state["last_eval"] = {{"loss", last_eval_->loss}, {"accuracy", last_eval_->accuracy},
+                                {"top5_accuracy", last_eval_->top5_accuracy}, {"perplexity", last_eval_->perplexity}};
+        write_file_checked(w.path("trainer_state.json"), state.dump(2) + "\n");
+        write_file_checked(w.path("config.yaml"), config::to_yaml(cfg_));
+        write_file_checked(w.path("tokenizer.model"), read_text(tokenizer_->model_path()));
+        write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? read_text(metrics_.path()) : "");
+        final_dir = w.commit();
+        prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last);
+      } catch (const c10::Error& e) {
+        throw Error(fmt::format("saving the checkpoint at step {} failed: {} (the previous checkpoint is intact)",
+                                step_, e.what_without_backtrace()));
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (W > 1) {  // doubles as the barrier: no rank runs ahead of a checkpoint being written
+    const auto saved = group_->all_gather(failure ? 0.0 : 1.0, "checkpoint save");
+    if (!main_rank() && saved[0] == 0.0)
+      throw Error(fmt::format("rank 0 could not save the checkpoint at step {} (its log says why); the previous "
+                              "checkpoint is intact", step_));
+  }
+  if (failure) std::rethrow_exception(failure);
+  last_saved_step_ = step_;
+  spdlog::info("saved checkpoint {} ({}, {:.1f}s)", final_dir, reason,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+// Every rank reads the same checkpoint (a shared filesystem in multi-node runs).
 void Trainer::load_checkpoint(const std::string& dir) {
   const auto state = json::parse(read_text((fs::path(dir) / "trainer_state.json").string()));
+  step_ = state.at("step").get<int64_t>();
   try {
     model_->load_hf_state_dict(core::load_safetensors((fs::path(dir) / "model.safetensors").string()));
     torch::load(*optimizer_, (fs::path(dir) / "optimizer.pt").string());
-    std::vector<torch::Tensor> rng;
-    torch::load(rng, (fs::path(dir) / "rng.pt").string());
-    set_rng_states(rng);
   } catch (const c10::Error& e) {
     throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
   }
-  step_ = state.at("step").get<int64_t>();
+  const int64_t saved_world = state.value("world_size", int64_t{1});
+  const int64_t global_batch = cfg_.train.batch_size * cfg_.train.grad_accum * world_size();
+  const int64_t saved_global_batch = state.value("global_batch_size", global_batch);
+  if (saved_world != world_size())
+    spdlog::info("resuming a checkpoint written by {} process(es) with {}: model, optimizer, step, learning-rate "
+                 "schedule and the global data position carry over{}",
+                 saved_world, world_size(), world_size() > 1 ? "; ranks other than 0 start new dropout streams" : "");
+  if (saved_global_batch != global_batch && main_rank())
+    spdlog::warn("the global batch is now {} sequences per step (train.batch_size {} x train.grad_accum {} x {} "
+                 "process(es)); the checkpoint was trained with {}. Keep batch_size x grad_accum x processes equal "
+                 "to continue with the same batch", global_batch, cfg_.train.batch_size, cfg_.train.grad_accum,
+                 world_size(), saved_global_batch);
+  restore_rng_states(dir, saved_world);
   tokens_seen_ = state.at("tokens_seen").get<int64_t>();
   loss_scale_ = state.value("loss_scale", 65536.0);
   good_steps_ = state.value("good_steps", int64_t{0});
@@ -373,9 +470,29 @@ void Trainer::load_checkpoint(const std::string& dir) {
   ls.position = state.at("loader").at("position").get<int64_t>();
   loader_->restore(ls);
   // metrics.jsonl continues from the checkpoint's copy, as if the run had never stopped.
-  write_file_atomic(metrics_.path(), read_text((fs::path(dir) / "metrics.jsonl").string()));
+  if (main_rank()) write_file_atomic(metrics_.path(), read_text((fs::path(dir) / "metrics.jsonl").string()));
   last_saved_step_ = step_;
   spdlog::info("resumed from {} at step {} ({} tokens seen)", dir, step_, tokens_seen_);
+}
+
+// Same world size: every rank continues its own generators exactly. Another world size: the global
+// data position, model, optimizer and schedule carry over (the data order does not depend on the
+// world size), rank 0 continues the saved rank-0 generators, and other ranks start fresh dropout
+// streams seeded from (train.seed, rank, step).
+void Trainer::restore_rng_states(const std::string& dir, int64_t saved_world_size) {
+  const int W = world_size();
+  if (saved_world_size != W && env_.rank > 0) {
+    torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, step_));
+    return;
+  }
+  const std::string path = (fs::path(dir) / rng_file(env_.rank)).string();
+  std::vector<torch::Tensor> rng;
+  try {
+    torch::load(rng, path);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("cannot load checkpoint {}: {}: {}", dir, path, e.what_without_backtrace()));
+  }
+  set_rng_states(rng);
 }
 
 data::Batch Trainer::next_batch() { return synthetic_ ? synthetic_->next() : loader_->next(); }
@@ -400,7 +517,6 @@ StepResult Trainer::train_step(bool host_sync) {
     return now;
   };
   StepResult r;
-  r.synced = host_sync || !cuda || fp16 || !fused_adamw_;
   auto t = Clock::now();
   std::vector<data::Batch> micro;
   int64_t n_pred = 0;
@@ -409,16 +525,33 @@ StepResult Trainer::train_step(bool host_sync) {
     n_pred += micro.back().pred_positions.numel();
     r.tokens += micro.back().num_tokens;
   }
-  r.n_pred = n_pred;
   t = phase_end(t, r.timings.data);
   r.data_seconds = r.timings.data;
+  r.stop = stop_requested();
+  const bool distributed = world_size() > 1;
+  if (distributed) {
+    // Before any backward: the loss is normalized by the predicted tokens of every rank and
+    // micro-batch, and every rank learns whether any rank was asked to stop (so all save together).
+    auto counts = torch::tensor({static_cast<double>(n_pred), static_cast<double>(r.tokens), r.stop ? 1.0 : 0.0},
+                                torch::kFloat64).to(group_->device());
+    group_->all_reduce_sum(counts, "step token counts");
+    counts = counts.cpu();
+    n_pred = static_cast<int64_t>(counts[0].item<double>());
+    r.tokens = static_cast<int64_t>(counts[1].item<double>());
+    r.stop = counts[2].item<double>() > 0;
+  }
+  r.n_pred = n_pred;
+  r.synced = host_sync || r.stop || !cuda || fp16 || !fused_adamw_;
   const double scale = fp16 ? loss_scale_ : 1.0;
   // The loss is the sum over every predicted token of the step divided by their total count, so
   // accumulation over micro-batches equals one large batch.
   const double inv_pred = n_pred > 0 ? 1.0 / static_cast<double>(n_pred) : 0.0;
   auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
   torch::Tensor loss_sum = torch::zeros({}, acc_opts), correct = torch::zeros({}, acc_opts);
-  for (auto& b : micro) {
+  for (size_t i = 0; i < micro.size(); ++i) {
+    auto& b = micro[i];
+    // Data parallel: only the last micro-batch's backward all-reduces (its hooks start the buckets).
+    if (reducer_) reducer_->set_sync(i + 1 == micro.size());
     if (b.pred_positions.numel() == 0) continue;
     auto ids = b.input_ids.to(device_, cuda);  // non-blocking from pinned memory on CUDA
     auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, cuda) : torch::Tensor();
@@ -440,6 +573,7 @@ StepResult Trainer::train_step(bool host_sync) {
     correct += logits.detach().argmax(-1).eq(labels).sum().to(torch::kFloat64);
     t = phase_end(t, r.timings.backward);
   }
+  if (reducer_) reducer_->finish();  // .grad now holds the sum over ranks, identical on every rank
   // Global gradient norm (after unscaling for fp16), then clipping.
   std::vector<torch::Tensor> grads;
   for (auto& p : params_)
@@ -457,6 +591,12 @@ StepResult Trainer::train_step(bool host_sync) {
     optimizer_->zero_grad(true);
     phase_end(t, r.timings.optimizer);
     return r;
+  }
+  if (distributed) {  // loss and accuracy of the global batch
+    auto sums = torch::stack({loss_sum, correct});
+    group_->all_reduce_sum(sums, "step loss");
+    loss_sum = sums[0];
+    correct = sums[1];
   }
   r.grad_norm = norm.item<double>();  // the one host sync of a synced step
   r.loss = loss_sum.item<double>() * inv_pred;
@@ -487,8 +627,9 @@ StepResult Trainer::train_step(bool host_sync) {
   return r;
 }
 
+// Rank 0 only: the validation set is small and fixed, so the figures equal a single process's.
 void Trainer::run_eval() {
-  if (eval_batches_.empty()) return;
+  if (eval_batches_.empty() || !main_rank()) return;
   auto r = evaluate_mlm(model_, eval_batches_, device_, cfg_.train.precision);
   last_eval_ = r;
   spdlog::info("eval step {} | MLM accuracy {:.4f} | top-5 {:.4f} | loss {:.4f} | perplexity {:.2f} | {} predicted "
@@ -501,6 +642,13 @@ void Trainer::run_eval() {
 
 void Trainer::setup_device() {
   device_ = resolve_device(cfg_.train.device);
+  if (env_.distributed() && device_.is_cuda()) {  // each rank drives the GPU of its LOCAL_RANK
+    const auto visible = static_cast<int>(torch::cuda::device_count());
+    if (env_.local_rank >= visible)
+      throw Error(fmt::format("LOCAL_RANK is {} but this node has {} visible CUDA device(s): start at most {} "
+                              "process(es) per node (torchrun --nproc-per-node)", env_.local_rank, visible, visible));
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
+  }
   if (cfg_.train.precision == "fp16" && !device_.is_cuda())
     throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
   if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
@@ -525,6 +673,8 @@ void Trainer::setup_data() {
   auto loader_opts = data::loader_options_from_config(cfg_, cfg_.train.batch_size);
   loader_opts.seed = cfg_.train.seed;
   loader_opts.pin_memory = device_.is_cuda();
+  loader_opts.rank = env_.rank;  // each rank reads its rows of every global batch
+  loader_opts.world_size = env_.world_size;
   loader_ = std::make_unique<data::MlmLoader>(train_corpus_, loader_opts);
   if (valid_corpus_) {
     auto eval_opts = data::loader_options_from_config(cfg_, cfg_.eval.batch_size);
@@ -534,27 +684,55 @@ void Trainer::setup_data() {
   }
 }
 
+void Trainer::setup_distributed() {
+  dist::ProcessGroupOptions o;
+  o.backend = cfg_.distributed.backend;
+  o.timeout = std::chrono::seconds(cfg_.distributed.timeout_s);
+  group_ = std::make_unique<dist::ProcessGroup>(env_, device_, o);  // world of one: no store, identity collectives
+  if (!env_.distributed()) return;
+  spdlog::info("data-parallel run: {} processes (launched by {}), {} backend, rendezvous {}:{}; this is rank 0 on {}",
+               env_.world_size, env_.launcher, group_->backend(), env_.master_addr, env_.master_port, device_.str());
+}
+
 int Trainer::run() {
+  env_ = dist::detect_dist_env();
+  set_log_rank(env_.rank);
   setup_run_dir();
   setup_device();
   spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
-  setup_data();
+  setup_distributed();
+  if (main_rank()) {
+    setup_data();  // rank 0 trains the tokenizer and prepares the data into the run directory ...
+    group_->barrier("waiting for rank 0 to prepare the tokenizer and data");
+  } else {
+    group_->barrier("waiting for rank 0 to prepare the tokenizer and data");
+    setup_data();  // ... the other ranks then find them there
+  }
   setup_model_and_optimizer();
-  metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
+  if (world_size() > 1) {
+    dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
+    if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
+    dist::GradientReducerOptions ro;
+    ro.bucket_mb = cfg_.distributed.bucket_mb;
+    reducer_ = std::make_unique<dist::GradientReducer>(*group_, params_, ro);
+  }
+  if (main_rank()) metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
   if (!resume_dir_.empty()) {
     load_checkpoint(resume_dir_);
-    metrics_ = MetricsWriter(metrics_.path());  // reopen after the file was replaced
-  } else if (fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
+    if (main_rank()) metrics_ = MetricsWriter(metrics_.path());  // reopen after the file was replaced
+  } else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
   }
 
   const int64_t total = cfg_.train.steps;
-  spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es)) | {} "
+  const int64_t per_step = cfg_.train.batch_size * cfg_.train.grad_accum * world_size();
+  spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es){}) | {} "
                "training sequences per epoch",
-               total, step_, cfg_.train.batch_size * cfg_.train.grad_accum, cfg_.data.max_seq_len,
-               cfg_.train.grad_accum, loader_->sequences_per_epoch());
+               total, step_, per_step, cfg_.data.max_seq_len, cfg_.train.grad_accum,
+               world_size() > 1 ? fmt::format(" of {} on each of {} ranks", cfg_.train.batch_size, world_size()) : "",
+               loader_->sequences_per_epoch());
   install_stop_handlers();
-  ProgressReporter progress(cfg_.logging.progress);
+  ProgressReporter progress(main_rank() ? cfg_.logging.progress : "plain");  // other ranks: info lines are off
   double window_seconds = 0, ema_step_s = 0;
   int64_t window_tokens = 0, window_steps = 0;
   double window_loss = 0, window_acc = 0;
@@ -565,10 +743,11 @@ int Trainer::run() {
     step_start_loader_state_ = loader_->state();
     step_start_rng_ = get_rng_states();
     const auto t0 = std::chrono::steady_clock::now();
-    // Steps whose values are logged, evaluated after or checkpointed read them back (CPU: every step).
+    // Steps whose values are logged, evaluated after or checkpointed read them back (CPU: every step);
+    // so does a step during which a stop was requested. The same decision on every rank.
     const int64_t next = step_ + 1;
     StepResult r = train_step(due(cfg_.logging.every, next) || due(cfg_.eval.every, next) ||
-                              due(cfg_.checkpoint.every, next) || stop_requested());
+                              due(cfg_.checkpoint.every, next));
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!r.finite && !r.skipped && r.nonfinite_earlier) {
       progress.clear();
@@ -617,7 +796,7 @@ int Trainer::run() {
       ps.loss = window_loss / static_cast<double>(std::max<int64_t>(window_synced, 1));
       ps.accuracy = window_acc / static_cast<double>(std::max<int64_t>(window_synced, 1));
       progress.log_line(ps);
-      metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
+      if (main_rank()) metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
                       {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
                       {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step},
                       {"tokens_seen", tokens_seen_}, {"data_wait_s", r.data_seconds}});
@@ -631,11 +810,17 @@ int Trainer::run() {
       progress.clear();
       save_checkpoint(step_ == total ? "end of training" : "periodic");
     }
-    if (stop_requested()) {
+    // Distributed, r.stop is the ranks' agreed decision (a signal after the step's start waits a step).
+    if (r.stop || (world_size() == 1 && stop_requested())) {
       progress.clear();
-      save_checkpoint(fmt::format("signal {}", stop_signal()));
-      spdlog::info("stopped by signal {} at step {}/{}. Resume with: roformer train --run-dir {} --resume auto",
-                   stop_signal(), step_, total, run_dir_);
+      const std::string why = stop_signal() != 0 ? fmt::format("signal {}", stop_signal()) : "a signal to another rank";
+      save_checkpoint(why);
+      if (world_size() > 1)
+        spdlog::info("stopped by {} at step {}/{}. Resume by launching the same {} processes with: roformer train "
+                     "--run-dir {} --resume auto", why, step_, total, world_size(), run_dir_);
+      else
+        spdlog::info("stopped by {} at step {}/{}. Resume with: roformer train --run-dir {} --resume auto", why, step_,
+                     total, run_dir_);
       return 0;
     }
   }
@@ -650,6 +835,7 @@ int Trainer::run() {
 }
 
 int run_training(const TrainRequest& request) {
+  set_log_rank(dist::detect_dist_env().rank);  // other ranks: warnings and errors only, from here on
   config::Config cfg;
   std::string origin;
   std::string resume_dir;

@@ -6,124 +6,31 @@
 // deadline is killed and the test fails.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <fcntl.h>
 
 #include <chrono>
 #include <sstream>
-#include <thread>
 
 #include "core/safetensors.h"
+#include "rank_launcher.h"
 #include "test_util.h"
 
-extern char** environ;
-
 namespace rt = roformer::test;
-using Clock = std::chrono::steady_clock;
+using rt::Clock;
+using rt::Proc;
+using rt::free_port;
+using rt::wait_for_text;
+using rt::wait_until;
 
 namespace {
 
-// A port that was free a moment ago (bind port 0 on loopback, read it back, close).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// One launched rank: stdout and stderr go to a file.
-struct Proc {
-  pid_t pid = -1;
-  std::string log;
-  int exit_code = -1;  // 128 + signal when killed
-  bool exited = false;
-  std::string output() const { return rt::read_file(log); }
-};
-
-// Launches the worker with `args`; rank < 0 launches a single process (no distributed variables).
 Proc launch(const std::vector<std::string>& args, int rank, int world, int port, const std::string& log) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const std::string key = kv.substr(0, kv.find('='));
-    if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
-        key.rfind("SLURM_", 0) == 0)
-      continue;
-    env.push_back(kv);
-  }
-  if (rank >= 0) {
-    env.push_back("RANK=" + std::to_string(rank));
-    env.push_back("WORLD_SIZE=" + std::to_string(world));
-    env.push_back("LOCAL_RANK=" + std::to_string(rank));
-    env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(port));
-  }
-  env.push_back("OMP_NUM_THREADS=1");
-  std::vector<std::string> argv_s{rt::dist_worker_bin()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  Proc p;
-  p.log = log;
-  const int rc = posix_spawn(&p.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) ADD_FAILURE() << "posix_spawn " << argv[0] << " failed: " << rc;
-  return p;
+  return rt::launch_rank(rt::dist_worker_bin(), args, rank, world, port, log);
 }
 
-// Waits for p until the deadline; kills it (and fails) if it is still running then.
-bool wait_until(Proc& p, Clock::time_point deadline) {
-  while (!p.exited) {
-    int status = 0;
-    const pid_t r = waitpid(p.pid, &status, WNOHANG);
-    if (r == p.pid) {
-      p.exited = true;
-      p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      return true;
-    }
-    if (Clock::now() >= deadline) {
-      kill(p.pid, SIGKILL);
-      waitpid(p.pid, &status, 0);
-      p.exited = true;
-      p.exit_code = -1;
-      ADD_FAILURE() << "rank process " << p.pid << " still running at its deadline; killed. Output:\n" << p.output();
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-// Launches `world` ranks with the same arguments and waits for all (bounded).
 std::vector<Proc> run_ranks(const std::vector<std::string>& args, int world, const rt::TempDir& dir,
                             std::chrono::seconds limit) {
-  const int port = free_port();
-  EXPECT_GT(port, 0);
-  std::vector<Proc> procs;
-  for (int r = 0; r < world; ++r) procs.push_back(launch(args, r, world, port, dir.str("rank" + std::to_string(r) + ".log")));
-  const auto deadline = Clock::now() + limit;
-  for (auto& p : procs) wait_until(p, deadline);
-  return procs;
+  return rt::run_ranks(rt::dist_worker_bin(), args, world, dir, limit);
 }
 
 // The value of the first `key=value` line of a rank's output.
@@ -143,14 +50,6 @@ std::vector<double> losses_of(const std::string& output) {
   while (std::getline(in, line))
     if (line.rfind("step=", 0) == 0) out.push_back(std::stod(line.substr(line.find("loss=") + 5)));
   return out;
-}
-
-bool wait_for_text(const Proc& p, const std::string& text, Clock::time_point deadline) {
-  while (Clock::now() < deadline) {
-    if (p.output().find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/hash.h"
 #include "data/corpus.h"
 #include "data/loader.h"
+#include "run_dir_util.h"
 #include "test_util.h"
 #include "train/checkpoint_store.h"
 
@@ -48,21 +49,10 @@ class TrainTest : public ::testing::Test {
   CommandResult train(const std::string& run, const std::string& extra = "") {
     return run_roformer("train -c " + config_ + " --run-dir " + tmp_.str(run) + " " + extra);
   }
-  // step -> record, for one record type.
   std::map<int64_t, json> metrics(const std::string& run, const std::string& type = "train") {
-    std::map<int64_t, json> out;
-    std::ifstream in(tmp_.str(run) + "/metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) {
-        auto r = json::parse(line);
-        if (r["type"] == type) out[r["step"].get<int64_t>()] = r;
-      }
-    return out;
+    return read_metrics(tmp_.str(run), type);
   }
-  std::string ckpt(const std::string& run, int64_t step) {
-    return tmp_.str(run) + "/checkpoints/" + roformer::train::checkpoint_name(step);
-  }
+  std::string ckpt(const std::string& run, int64_t step) { return checkpoint_dir(tmp_.str(run), step); }
   TempDir tmp_;
   std::string config_;
 };

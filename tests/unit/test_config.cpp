@@ -76,6 +76,9 @@ TEST(Config, UnknownKeySuggestsNearest) {
 TEST(Config, UnknownSectionSuggestsNearest) {
   auto msg = error_of([] { parse_config("modle:\n  hidden_size: 10\n"); });
   EXPECT_NE(msg.find("unknown config section 'modle'; did you mean 'model'?"), std::string::npos) << msg;
+  auto msg2 = error_of([] { parse_config("distributd:\n  timeout_s: 10\n"); });
+  EXPECT_NE(msg2.find("did you mean 'distributed'? Sections: model, tokenizer, data, masking, optimizer, schedule, "
+                      "train, checkpoint, logging, eval, distributed"), std::string::npos) << msg2;
 }
 
 TEST(Config, OverrideOfUnknownKey) {
@@ -122,6 +125,13 @@ TEST(Config, CrossFieldChecks) {
       << msg6;
   auto msg7 = error_of([] { parse_config("", {"train.device=tpu"}); });
   EXPECT_NE(msg7.find("train.device = 'tpu'"), std::string::npos) << msg7;
+  auto msg8 = error_of([] { parse_config("", {"train.device=cpu", "distributed.backend=nccl"}); });
+  EXPECT_NE(msg8.find("distributed.backend nccl needs CUDA but train.device is cpu"), std::string::npos) << msg8;
+  auto msg9 = error_of([] { parse_config("", {"train.device=cuda:1", "distributed.backend=gloo"}); });
+  EXPECT_NE(msg9.find("distributed.backend gloo is for CPU training but train.device is cuda:1"), std::string::npos)
+      << msg9;
+  auto msg10 = error_of([] { parse_config("", {"distributed.timeout_s=0"}); });
+  EXPECT_NE(msg10.find("distributed.timeout_s = 0 is out of range"), std::string::npos) << msg10;
 }
 
 TEST(Config, MissingFileSaysWhereConfigsAre) {
