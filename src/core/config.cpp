@@ -273,7 +273,7 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(optimizer, weight_decay, "Decoupled weight decay for Linear weights", at_least(0));
   ROFORMER_FIELD(optimizer, decay_embeddings, "Also decay the embedding matrices");
   ROFORMER_FIELD(optimizer, grad_clip, "Clip the global gradient norm to this; 0 disables", at_least(0));
-  ROFORMER_FIELD(optimizer, fused, "Use the fused AdamW kernel on CUDA when available");
+  ROFORMER_FIELD(optimizer, fused, "Use the fused AdamW kernel (at::_fused_adamw_, CUDA and CPU); false: torch::optim::AdamW's per-parameter loop");
   // schedule
   ROFORMER_FIELD(schedule, type, "Decay after warmup", one_of({"linear", "cosine", "constant"}));
   ROFORMER_FIELD(schedule, warmup_steps, "Linear warmup steps from 0 to optimizer.lr", at_least(0));

@@ -70,7 +70,7 @@ struct OptimizerConfig {
   double weight_decay = 0.01;
   bool decay_embeddings = false;
   double grad_clip = 1.0;                 // max global grad norm; 0 disables clipping
-  bool fused = true;                      // fused AdamW kernel on CUDA when available
+  bool fused = true;                      // fused AdamW kernel (CUDA and CPU)
 };
 
 struct ScheduleConfig {

@@ -95,6 +95,9 @@ class Trainer {
   void set_variant(const StepVariant& variant) { variant_ = variant; }  // before setup_model_and_optimizer
   void setup_model_and_optimizer();
   void set_sync_timings(bool sync) { sync_timings_ = sync; }
+  // Tests only: CPU steps take the sync-free path that CUDA steps take (device-side clipping, the
+  // sticky non-finite flag, no read-back), so its logic is tested on a machine without a GPU.
+  void set_sync_free_on_cpu_for_tests(bool on) { sync_free_on_cpu_ = on; }
   // One optimizer step (grad_accum micro-batches). host_sync false lets a CUDA bf16/fp32 step run
   // without reading anything back (see train_step in trainer.cpp); CPU and fp16 steps always sync.
   StepResult train_step(bool host_sync = true);
@@ -142,7 +145,8 @@ class Trainer {
   MetricsWriter metrics_;
   StepVariant variant_;
   bool sync_timings_ = false;
-  bool fused_adamw_ = false;        // CUDA + optimizer.fused: at::_fused_adamw_ on optimizer_'s state
+  bool sync_free_on_cpu_ = false;
+  bool fused_adamw_ = false;        // optimizer.fused: at::_fused_adamw_ on optimizer_'s state
   std::unordered_map<void*, torch::Tensor> fused_steps_;  // per parameter: float step count on the device
   torch::Tensor nonfinite_;         // CUDA: sticky device flag, set by any non-finite step since the last sync
 

@@ -59,11 +59,12 @@ using nlohmann::json;
 namespace {
 
 // Keys that may differ between a checkpoint's config and the resuming run's: they change neither
-// the model nor the data order, so the run still continues exactly (train.device and
-// train.num_threads keep the math but may change float rounding).
+// the model nor the data order, so the run still continues exactly (train.device,
+// train.num_threads, optimizer.fused and the distributed keys keep the math but may change float
+// rounding).
 const std::vector<std::string> kResumableKeyPrefixes = {
     "train.steps", "train.run_dir", "train.device", "train.num_threads", "logging.", "eval.", "checkpoint.",
-    "data.num_workers", "data.prefetch", "data.prepared_dir", "distributed."};
+    "data.num_workers", "data.prefetch", "data.prepared_dir", "distributed.", "optimizer.fused"};
 // Keys a user changes to rescue a diverged run: allowed, with a warning that the resumed run is no
 // longer an exact continuation of the original one.
 // train.batch_size and train.grad_accum are here so a run can resume on another number of processes
@@ -289,10 +290,10 @@ void Trainer::setup_model_and_optimizer() {
   params_ = decay;
   params_.insert(params_.end(), no_decay.begin(), no_decay.end());
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
-  fused_adamw_ = device_.is_cuda() && o.fused;
+  fused_adamw_ = o.fused;  // the fused kernel exists for CUDA and CPU tensors
 }
 
-// AdamW step. The portable path is torch::optim::AdamW. The fused path (CUDA, optimizer.fused) runs
+// AdamW step. The portable path is torch::optim::AdamW. The fused path (optimizer.fused) runs
 // at::_fused_adamw_ once per parameter group (the groups differ in weight decay) on the very state
 // tensors of optimizer_, so checkpoints (optimizer.pt) are identical in format on both paths. The
 // kernel wants float step counts on the device: they mirror the host counts of the states (one
@@ -541,7 +542,7 @@ StepResult Trainer::train_step(bool host_sync) {
     r.stop = counts[2].item<double>() > 0;
   }
   r.n_pred = n_pred;
-  r.synced = host_sync || r.stop || !cuda || fp16 || !fused_adamw_;
+  r.synced = host_sync || r.stop || (!cuda && !sync_free_on_cpu_) || fp16 || !fused_adamw_;
   const double scale = fp16 ? loss_scale_ : 1.0;
   // The loss is the sum over every predicted token of the step divided by their total count, so
   // accumulation over micro-batches equals one large batch.

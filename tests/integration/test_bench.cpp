@@ -65,7 +65,7 @@ TEST_F(BenchTest, SyntheticJsonRecordIsCompleteAndConsistent) {
   EXPECT_EQ(j.at("data"), "synthetic");
   EXPECT_EQ(j.at("head"), "sparse");
   EXPECT_EQ(j.at("rotary"), "elementwise");
-  EXPECT_EQ(j.at("fused_adamw"), false);  // CPU: the portable optimizer
+  EXPECT_EQ(j.at("fused_adamw"), true);  // optimizer.fused defaults to true, on CPU too
   EXPECT_EQ(j.at("num_threads"), 1);
   EXPECT_EQ(j.at("steps"), steps);
   // Synthetic batches: no padding, round(0.15 * (T - 2)) = 5 predicted positions per sequence.

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hash.h"
+#include "core/safetensors.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "run_dir_util.h"
@@ -103,6 +104,26 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
   // LibTorch's archive layout is not canonical; its moments shaped these weights).
   EXPECT_EQ(roformer::core::file_checksum(ckpt("a", 12) + "/model.safetensors"),
             roformer::core::file_checksum(ckpt("b", 12) + "/model.safetensors"));
+}
+
+// optimizer.fused (at::_fused_adamw_, the default) and the torch::optim::AdamW loop keep the same
+// state in optimizer.pt: a run saved by one resumes on the other and continues to float rounding.
+TEST_F(TrainTest, ResumeSwitchesBetweenFusedAndLoopAdamW) {
+  auto a = train("a", "--set model.hidden_dropout=0 --set model.attention_dropout=0");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  fs::copy(tmp_.str("a"), tmp_.str("b"), fs::copy_options::recursive);
+  fs::remove_all(ckpt("b", 12));
+  auto b = run_roformer("train --run-dir " + tmp_.str("b") + " --resume auto --set optimizer.fused=false");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("applying config change optimizer.fused: true -> false"), std::string::npos) << b.output;
+  auto ma = metrics("a"), mb = metrics("b");
+  for (int64_t s = 7; s <= 12; ++s) {
+    const double la = ma[s]["loss"].get<double>();
+    EXPECT_NEAR(mb[s]["loss"].get<double>(), la, 1e-5 * la) << "step " << s;
+  }
+  const auto wa = roformer::core::load_safetensors(ckpt("a", 12) + "/model.safetensors");
+  const auto wb = roformer::core::load_safetensors(ckpt("b", 12) + "/model.safetensors");
+  for (const auto& [name, t] : wa) EXPECT_TRUE(torch::allclose(t, wb.at(name), 1e-4, 1e-5)) << name;
 }
 
 TEST_F(TrainTest, SigtermSavesAndExitsCleanly) {

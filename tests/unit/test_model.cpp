@@ -10,10 +10,12 @@
 #include "core/error.h"
 #include "model/flops.h"
 #include "model/roformer.h"
+#include "test_util.h"
 
 namespace {
 
 using namespace roformer::model;
+using roformer::test::error_of;
 
 RoFormerOptions tiny(const std::string& norm = "post") {
   return RoFormerOptions()
@@ -42,15 +44,6 @@ Batch make_batch(int64_t vocab, int64_t B = 3, int64_t T = 10) {
   b.ids = b.ids.masked_fill(b.mask == 0, 0);
   b.types = torch::randint(0, 2, {B, T}, torch::kLong);
   return b;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const roformer::Error& e) {
-    return e.what();
-  }
-  return "<no roformer::Error>";
 }
 
 TEST(ModelOptions, FromConfigMapsEveryField) {
