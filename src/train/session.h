@@ -111,7 +111,8 @@ class Trainer {
 
  private:
   void setup_run_dir();
-  void setup_distributed();  // process group (world of one: identity), parameter broadcast, reducer
+  void setup_distributed();  // process group (world of one: identity)
+  void check_ranks_start_alike();  // collective: same resolved config and checkpoint on every rank
   std::vector<std::string> gather_rng_states();  // collective; rank 0 gets every rank's, serialized
   void restore_rng_states(const std::string& dir, int64_t saved_world_size);
   void setup_tokenizer();

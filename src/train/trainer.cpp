@@ -695,6 +695,24 @@ void Trainer::setup_distributed() {
                env_.world_size, env_.launcher, group_->backend(), env_.master_addr, env_.master_port, device_.str());
 }
 
+// Data parallel: every rank must run the same command. The ranks compare a hash of their resolved
+// config and checkpoint choice (an all-gather) before anything depends on them, so a rank started
+// with other overrides, or one that sees another checkpoint (a run directory that is not shared),
+// stops the run with a message naming it instead of training something else.
+void Trainer::check_ranks_start_alike() {
+  core::Hasher h;
+  const std::string resolved = config::to_yaml(cfg_) + "\nresume: " + resume_dir_;
+  h.update(resolved.data(), resolved.size());
+  const auto all = group_->all_gather(static_cast<double>(h.digest() >> 12), "start-up check of the ranks' configs");
+  std::string differ;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  if (!differ.empty())
+    throw Error(fmt::format("rank(s) {} resolved another config or checkpoint than rank 0 (this rank resumes from "
+                            "'{}'): every rank must run the same command (config, --set, --resume) on a run "
+                            "directory all of them see", differ, resume_dir_.empty() ? "nothing" : resume_dir_));
+}
+
 int Trainer::run() {
   env_ = dist::detect_dist_env();
   set_log_rank(env_.rank);
@@ -702,6 +720,7 @@ int Trainer::run() {
   setup_device();
   spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
   setup_distributed();
+  if (world_size() > 1) check_ranks_start_alike();
   if (main_rank()) {
     setup_data();  // rank 0 trains the tokenizer and prepares the data into the run directory ...
     group_->barrier("waiting for rank 0 to prepare the tokenizer and data");
@@ -721,6 +740,12 @@ int Trainer::run() {
   if (!resume_dir_.empty()) {
     load_checkpoint(resume_dir_);
     if (main_rank()) metrics_ = MetricsWriter(metrics_.path());  // reopen after the file was replaced
+    if (world_size() > 1) {  // the same path may still hold other bytes on another node
+      const auto agreement = dist::check_parameters_agree(*group_, params_);
+      if (!agreement.agree)
+        throw Error(fmt::format("after loading {}: {}. The ranks read different checkpoints: the run directory "
+                                "must be on a filesystem every rank sees", resume_dir_, agreement.message()));
+    }
   } else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
   }

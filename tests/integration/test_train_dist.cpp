@@ -260,3 +260,22 @@ TEST_F(TrainDistTest, KilledRankStopsTheOtherWithAMessageAndTheCheckpointResumes
   EXPECT_NE(resumed[0].output().find("resumed from " + latest), std::string::npos) << resumed[0].output();
   EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("k", step + 2)).ok);
 }
+
+// Ranks launched with different overrides (or resuming from different checkpoints) stop before
+// training, both with a message naming the odd rank.
+TEST_F(TrainDistTest, RanksThatResolveDifferentConfigsRefuseToStart) {
+  const int port = free_port();
+  std::vector<Proc> procs;
+  procs.push_back(launch_rank(roformer_bin(), train_args("tiny.yaml", "d"), 0, 2, port, tmp_.str("d.rank0.log")));
+  procs.push_back(launch_rank(roformer_bin(), train_args("tiny.yaml", "d", {"--set", "optimizer.lr=1e-3"}), 1, 2, port,
+                              tmp_.str("d.rank1.log")));
+  for (auto& p : procs) wait_until(p, Clock::now() + std::chrono::seconds(120));
+  for (int r = 0; r < 2; ++r) {
+    const std::string out = procs[static_cast<size_t>(r)].output();
+    EXPECT_EQ(procs[static_cast<size_t>(r)].exit_code, 1) << out;
+    EXPECT_NE(out.find("rank(s) 1 resolved another config or checkpoint than rank 0"), std::string::npos) << out;
+    EXPECT_NE(out.find("every rank must run the same command"), std::string::npos) << out;
+  }
+  EXPECT_NE(procs[1].output().find("[rank 1]"), std::string::npos) << procs[1].output();
+  EXPECT_FALSE(fs::exists(tmp_.str("d/checkpoints")));  // nothing was trained
+}
