@@ -628,11 +628,37 @@ StepResult Trainer::train_step(bool host_sync) {
   return r;
 }
 
-// Rank 0 only: the validation set is small and fixed, so the figures equal a single process's.
+// Data parallel: each rank evaluates every W-th batch of the fixed validation set and the sums are
+// all-reduced, so the figures are those of the whole set (as a single process computes them, up to
+// float64 rounding of the loss sum) in 1/W of the time.
 void Trainer::run_eval() {
-  if (eval_batches_.empty() || !main_rank()) return;
-  auto r = evaluate_mlm(model_, eval_batches_, device_, cfg_.train.precision);
-  last_eval_ = r;
+  if (eval_batches_.empty()) return;
+  const int W = world_size();
+  std::vector<data::Batch> mine;
+  for (size_t i = static_cast<size_t>(env_.rank); i < eval_batches_.size(); i += static_cast<size_t>(W))
+    mine.push_back(eval_batches_[i]);
+  auto r = evaluate_mlm(model_, W > 1 ? mine : eval_batches_, device_, cfg_.train.precision);
+  if (W > 1) {
+    const double n = static_cast<double>(r.n_predicted);
+    auto sums = torch::tensor({r.loss * n, r.accuracy * n, r.top5_accuracy * n, n, static_cast<double>(r.n_sequences),
+                               static_cast<double>(r.n_tokens)},
+                              torch::kFloat64)
+                    .to(group_->device());
+    group_->all_reduce_sum(sums, "evaluation");
+    sums = sums.cpu();
+    const auto v = [&](int64_t i) { return sums[i].item<double>(); };
+    r.n_predicted = static_cast<int64_t>(std::llround(v(3)));
+    r.n_sequences = static_cast<int64_t>(std::llround(v(4)));
+    r.n_tokens = static_cast<int64_t>(std::llround(v(5)));
+    if (r.n_predicted > 0) {
+      r.loss = v(0) / v(3);
+      r.accuracy = std::round(v(1)) / v(3);  // the correct counts are integers
+      r.top5_accuracy = std::round(v(2)) / v(3);
+      r.perplexity = std::exp(r.loss);
+    }
+  }
+  last_eval_ = r;  // seconds: this rank's wall time
+  if (!main_rank()) return;
   spdlog::info("eval step {} | MLM accuracy {:.4f} | top-5 {:.4f} | loss {:.4f} | perplexity {:.2f} | {} predicted "
                "tokens in {} sequences | {:.1f}s",
                step_, r.accuracy, r.top5_accuracy, r.loss, r.perplexity, r.n_predicted, r.n_sequences, r.seconds);
