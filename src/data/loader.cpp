@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/random.h"
 #include "data/tokenizer.h"
 
 namespace roformer::data {
@@ -17,29 +18,13 @@ namespace {
 constexpr int64_t kIgnore = -100;
 constexpr uint64_t kEvalEpoch = 0x4556414c4556414cULL;  // "EVALEVAL": epoch key of the eval set
 
-// splitmix64's finalizer: a good 64-bit mixing bijection.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using core::mix64;
+// Seeded per sequence (no per-token reseeding).
+using Rng = core::SplitMix64;
 
 inline uint64_t key_of(uint64_t seed, uint64_t epoch, uint64_t index) {
-  return mix64(mix64(mix64(seed ^ 0x9e3779b97f4a7c15ULL) ^ epoch) ^ index);
+  return mix64(mix64(mix64(seed ^ core::kGoldenGamma) ^ epoch) ^ index);
 }
-
-// splitmix64 generator: one add and a mix per draw, seeded per sequence (no per-token reseeding).
-class Rng {
- public:
-  explicit Rng(uint64_t state) : state_(state) {}
-  uint64_t next() { return mix64(state_ += 0x9e3779b97f4a7c15ULL); }
-  // Uniform in [0, n) for n < 2^32 (Lemire's multiply-shift; bias below 2^-32 * n).
-  uint32_t bounded(uint32_t n) { return static_cast<uint32_t>(((next() >> 32) * n) >> 32); }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
-
- private:
-  uint64_t state_;
-};
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/random.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -75,7 +76,7 @@ class SyntheticBatches {
  private:
   int64_t vocab_size_;
   data::LoaderOptions options_;
-  uint64_t state_;
+  core::SplitMix64 rng_;
 };
 
 class Trainer {

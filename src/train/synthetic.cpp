@@ -9,27 +9,15 @@
 
 namespace roformer::train {
 
-namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 SyntheticBatches::SyntheticBatches(int64_t vocab_size, const data::LoaderOptions& options)
-    : vocab_size_(vocab_size), options_(options), state_(static_cast<uint64_t>(options.seed)) {}
+    : vocab_size_(vocab_size), options_(options), rng_(static_cast<uint64_t>(options.seed)) {}
 
 data::Batch SyntheticBatches::next() {
   const int64_t B = options_.batch_size, T = options_.max_seq_len, content = T - 2;
   const auto& m = options_.masking;
   const int64_t n_mask = std::max<int64_t>(1, std::llround(m.mask_prob * static_cast<double>(content)));
   const uint64_t n_ordinary = static_cast<uint64_t>(vocab_size_ - data::Tokenizer::kNumSpecial);
-  auto uniform = [&] { return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53; };
-  auto ordinary = [&] { return static_cast<int64_t>(data::Tokenizer::kNumSpecial + splitmix64(state_) % n_ordinary); };
+  auto ordinary = [&] { return static_cast<int64_t>(data::Tokenizer::kNumSpecial + rng_.next() % n_ordinary); };
 
   auto ids = torch::empty({B, T}, torch::kInt64);            // (B, T)
   auto labels = torch::full({B, T}, -100, torch::kInt64);    // (B, T)
@@ -50,14 +38,14 @@ data::Batch SyntheticBatches::next() {
     std::iota(order.begin(), order.end(), int64_t{1});
     for (int64_t i = 0; i < n_mask; ++i)
       std::swap(order[static_cast<size_t>(i)],
-                order[static_cast<size_t>(i + static_cast<int64_t>(splitmix64(state_) % static_cast<uint64_t>(content - i)))]);
+                order[static_cast<size_t>(i + static_cast<int64_t>(rng_.next() % static_cast<uint64_t>(content - i)))]);
     std::sort(order.begin(), order.begin() + n_mask);
     for (int64_t i = 0; i < n_mask; ++i) {
       const int64_t t = order[static_cast<size_t>(i)];
       lab[b * T + t] = row[t];
       pos[p] = b * T + t;
       plab[p++] = row[t];
-      const double r = uniform();
+      const double r = rng_.uniform();
       if (r < m.mask_token_rate)
         row[t] = data::Tokenizer::kMask;
       else if (r < m.mask_token_rate + m.random_token_rate)

@@ -35,6 +35,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/logging.h"
+#include "core/random.h"
 #include "core/safetensors.h"
 #include "data/corpus.h"
 #include "data/loader.h"
@@ -161,11 +162,9 @@ std::string serialize(const std::vector<torch::Tensor>& tensors) {
 // The dropout seed of a rank that has no saved generator state (ranks > 0 at the start of a run or
 // after a resume with another world size): a splitmix64 mix of (seed, rank, step).
 uint64_t rank_seed(int64_t seed, int rank, int64_t step) {
-  uint64_t x = static_cast<uint64_t>(seed) ^ (static_cast<uint64_t>(rank) << 40) ^ static_cast<uint64_t>(step);
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
+  return core::mix64(
+      (static_cast<uint64_t>(seed) ^ (static_cast<uint64_t>(rank) << 40) ^ static_cast<uint64_t>(step)) +
+      core::kGoldenGamma);
 }
 
 std::string rng_file(int rank) { return rank == 0 ? "rng.pt" : fmt::format("rng_rank{}.pt", rank); }
