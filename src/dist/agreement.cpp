@@ -19,26 +19,34 @@ uint64_t parameters_checksum(const std::vector<torch::Tensor>& parameters) {
   return hasher.digest();
 }
 
+std::vector<int> ranks_differing_from_rank0(ProcessGroup& group, uint64_t value, const std::string& what,
+                                            std::vector<uint64_t>* values) {
+  // Two 32-bit halves: each is exact in the double that all_gather carries.
+  const auto high = group.all_gather(static_cast<double>(value >> 32), what);
+  const auto low = group.all_gather(static_cast<double>(value & 0xffffffffULL), what);
+  std::vector<int> differing;
+  for (size_t r = 0; r < high.size(); ++r) {
+    const uint64_t v = (static_cast<uint64_t>(high[r]) << 32) | static_cast<uint64_t>(low[r]);
+    if (values) values->push_back(v);
+    if (v != ((static_cast<uint64_t>(high[0]) << 32) | static_cast<uint64_t>(low[0])))
+      differing.push_back(static_cast<int>(r));
+  }
+  return differing;
+}
+
 ParameterAgreement check_parameters_agree(ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {
   ParameterAgreement out;
   out.checksum = parameters_checksum(parameters);
-  // Two 32-bit halves: each is exact in the double that all_gather carries.
-  const auto high = group.all_gather(static_cast<double>(out.checksum >> 32), "parameter checksum all_gather");
-  const auto low = group.all_gather(static_cast<double>(out.checksum & 0xffffffffULL), "parameter checksum all_gather");
-  for (size_t r = 0; r < high.size(); ++r) {
-    const uint64_t c = (static_cast<uint64_t>(high[r]) << 32) | static_cast<uint64_t>(low[r]);
-    out.checksums.push_back(c);
-    if (c != out.checksums.front()) out.disagreeing_ranks.push_back(static_cast<int>(r));
-  }
+  out.disagreeing_ranks =
+      ranks_differing_from_rank0(group, out.checksum, "parameter checksum all_gather", &out.checksums);
   out.agree = out.disagreeing_ranks.empty();
   return out;
 }
 
 std::string ParameterAgreement::message() const {
   if (agree) return "parameters agree on all " + std::to_string(checksums.size()) + " ranks";
-  std::string ranks;
-  for (size_t i = 0; i < disagreeing_ranks.size(); ++i) ranks += (i ? ", " : "") + std::to_string(disagreeing_ranks[i]);
-  return "parameters of rank(s) " + ranks + " differ from rank 0's (checksums differ): the ranks have diverged";
+  return "parameters of rank(s) " + format_ranks(disagreeing_ranks) +
+         " differ from rank 0's (checksums differ): the ranks have diverged";
 }
 
 void broadcast_parameters(ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {

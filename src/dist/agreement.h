@@ -25,6 +25,11 @@ struct ParameterAgreement {
 // 64-bit hash of the tensors' shapes, dtypes and bytes (copied to CPU), in order.
 uint64_t parameters_checksum(const std::vector<torch::Tensor>& parameters);
 
+// Collective: every rank's 64-bit `value` (exact: all-gathered as two 32-bit halves) into *values
+// (when given), and the ranks whose value differs from rank 0's.
+std::vector<int> ranks_differing_from_rank0(ProcessGroup& group, uint64_t value, const std::string& what,
+                                            std::vector<uint64_t>* values = nullptr);
+
 // Collective: every rank must call it with its parameters in the same order.
 ParameterAgreement check_parameters_agree(ProcessGroup& group, const std::vector<torch::Tensor>& parameters);
 

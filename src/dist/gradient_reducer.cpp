@@ -50,21 +50,18 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<torch::Tensor>
     if (!fresh) {
       const Bucket& last = buckets_.back();
       const auto& first = params_[static_cast<size_t>(last.params.front())];
-      const int64_t used = last.offsets.back() + params_[static_cast<size_t>(last.params.back())].numel();
       fresh = first.scalar_type() != p.scalar_type() ||
-              static_cast<double>(used * first.element_size()) + bytes > cap_bytes;
+              static_cast<double>(last.numel * first.element_size()) + bytes > cap_bytes;
     }
     if (fresh) buckets_.emplace_back();
     Bucket& b = buckets_.back();
-    const int64_t offset = b.offsets.empty() ? 0 : b.offsets.back() + params_[static_cast<size_t>(b.params.back())].numel();
     slots_[static_cast<size_t>(i)] = {static_cast<int64_t>(buckets_.size()) - 1, static_cast<int64_t>(b.params.size()), false};
     b.params.push_back(i);
-    b.offsets.push_back(offset);
+    b.offsets.push_back(b.numel);
+    b.numel += p.numel();
   }
-  for (auto& b : buckets_) {
-    const auto& last = params_[static_cast<size_t>(b.params.back())];
-    b.flat = torch::zeros({b.offsets.back() + last.numel()}, last.options().requires_grad(false));
-  }
+  for (auto& b : buckets_)
+    b.flat = torch::zeros({b.numel}, params_[static_cast<size_t>(b.params.back())].options().requires_grad(false));
   reset();
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto index = static_cast<int64_t>(i);
@@ -92,7 +89,6 @@ void GradientReducer::reset() {
   for (auto& b : buckets_) {
     b.pending = static_cast<int64_t>(b.params.size());
     b.work.reset();
-    b.started = false;
   }
   for (auto& s : slots_) s.ready = false;
   next_start_ = 0;
@@ -129,7 +125,6 @@ void GradientReducer::start_ready_buckets(bool in_backward) {
   while (next_start_ < num_buckets() && buckets_[static_cast<size_t>(next_start_)].pending == 0) {
     Bucket& b = buckets_[static_cast<size_t>(next_start_)];
     b.work = group_.all_reduce_sum_async(b.flat);
-    b.started = true;
     if (in_backward) ++started_now_in_backward_;
     ++next_start_;
   }

@@ -62,10 +62,10 @@ class GradientReducer {
   struct Bucket {
     std::vector<int64_t> params;  // indices into params_
     std::vector<int64_t> offsets; // element offset of each in flat
-    torch::Tensor flat;           // (sum of numel,) the gradients, then their sum over ranks
+    int64_t numel = 0;            // elements of all its parameters
+    torch::Tensor flat;           // (numel,) the gradients, then their sum over ranks
     int64_t pending = 0;          // gradients still to arrive in this backward
     c10::intrusive_ptr<c10d::Work> work;
-    bool started = false;
   };
   struct Slot {
     int64_t bucket = 0;

@@ -35,6 +35,12 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
+std::string format_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (const int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
 ProcessGroup::ProcessGroup(const DistEnv& env, torch::Device device, const ProcessGroupOptions& options)
     : env_(env), device_(device), options_(options) {
   if (env_.world_size < 1 || env_.rank < 0 || env_.rank >= env_.world_size)
@@ -112,12 +118,11 @@ std::string ProcessGroup::diagnose_peers() {
   std::vector<bool> seen(static_cast<size_t>(W), false);
   seen[static_cast<size_t>(env_.rank)] = true;
   auto key = [](int r) { return "roformer/dist/failed/" + std::to_string(r); };
-  auto list_missing = [&] {
-    std::string out;
-    int count = 0;
+  auto missing = [&] {
+    std::vector<int> out;
     for (int r = 0; r < W; ++r)
-      if (!seen[static_cast<size_t>(r)]) out += (count++ ? ", " : "") + std::to_string(r);
-    return std::make_pair(out, count);
+      if (!seen[static_cast<size_t>(r)]) out.push_back(r);
+    return out;
   };
   try {
     store_->setTimeout(options_.failure_grace);
@@ -126,7 +131,7 @@ std::string ProcessGroup::diagnose_peers() {
     for (;;) {
       for (int r = 0; r < W; ++r)
         if (!seen[static_cast<size_t>(r)] && store_->check({key(r)})) seen[static_cast<size_t>(r)] = true;
-      if (list_missing().second == 0 || std::chrono::steady_clock::now() >= deadline) break;
+      if (missing().empty() || std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const std::exception&) {
@@ -134,12 +139,12 @@ std::string ProcessGroup::diagnose_peers() {
       return "rank 0 stopped responding (the rendezvous store it serves at " + env_.master_addr + ":" +
              std::to_string(env_.master_port) + " is unreachable: it died or its host went down)";
   }
-  const auto [missing, count] = list_missing();
-  if (count == 0)
+  const auto stopped = missing();
+  if (stopped.empty())
     return "every rank is still alive, so the collective itself failed (mismatched collectives or tensor shapes "
            "across ranks?)";
-  return std::string(count == 1 ? "rank " : "ranks ") + missing + (count == 1 ? " stopped" : " stopped") +
-         " responding (it died or hung; no check-in within " + seconds(options_.failure_grace) +
+  return std::string(stopped.size() == 1 ? "rank " : "ranks ") + format_ranks(stopped) +
+         " stopped responding (it died or hung; no check-in within " + seconds(options_.failure_grace) +
          " after the failure, collective timeout " + seconds(options_.timeout) + ")";
 }
 

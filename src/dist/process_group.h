@@ -72,6 +72,9 @@ class ProcessGroup {
   bool failed_ = false;  // a collective failed: the backend is unusable
 };
 
+// "1, 3": ranks as they appear in messages.
+std::string format_ranks(const std::vector<int>& ranks);
+
 // Implemented in nccl_backend.cpp; throws roformer::Error when this build has no NCCL support.
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                     std::chrono::milliseconds timeout, int device_index);

@@ -728,14 +728,12 @@ void Trainer::check_ranks_start_alike() {
   core::Hasher h;
   const std::string resolved = config::to_yaml(cfg_) + "\nresume: " + resume_dir_;
   h.update(resolved.data(), resolved.size());
-  const auto all = group_->all_gather(static_cast<double>(h.digest() >> 12), "start-up check of the ranks' configs");
-  std::string differ;
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  const auto differ = dist::ranks_differing_from_rank0(*group_, h.digest(), "start-up check of the ranks' configs");
   if (!differ.empty())
     throw Error(fmt::format("rank(s) {} resolved another config or checkpoint than rank 0 (this rank resumes from "
                             "'{}'): every rank must run the same command (config, --set, --resume) on a run "
-                            "directory all of them see", differ, resume_dir_.empty() ? "nothing" : resume_dir_));
+                            "directory all of them see",
+                            dist::format_ranks(differ), resume_dir_.empty() ? "nothing" : resume_dir_));
 }
 
 int Trainer::run() {
