@@ -17,8 +17,6 @@ alternate (HF, then roformer), so drifting machine load hits both; the ratio is 
 """
 import argparse
 import json
-import math
-import os
 import statistics
 import subprocess
 import sys
@@ -152,8 +150,8 @@ def main():
         overrides.append(f"train.num_threads={args.threads}")
     cfg = resolved_config(args.roformer, args.config, overrides)
     vocab = cfg["model"]["vocab_size"] or cfg["tokenizer"]["vocab_size"]
-    overrides.append(f"model.vocab_size={vocab}")
-    cfg = resolved_config(args.roformer, args.config, overrides)
+    overrides.append(f"model.vocab_size={vocab}")  # roformer bench --synthetic needs it
+    cfg["model"]["vocab_size"] = vocab
     dev = cfg["train"]["device"]
     device = torch.device("cuda" if dev == "auto" and torch.cuda.is_available() else ("cpu" if dev == "auto" else dev))
     if cfg["train"]["grad_accum"] != 1:

@@ -633,10 +633,11 @@ StepResult Trainer::train_step(bool host_sync) {
 void Trainer::run_eval() {
   if (eval_batches_.empty()) return;
   const int W = world_size();
-  std::vector<data::Batch> mine;
-  for (size_t i = static_cast<size_t>(env_.rank); i < eval_batches_.size(); i += static_cast<size_t>(W))
-    mine.push_back(eval_batches_[i]);
-  auto r = evaluate_mlm(model_, W > 1 ? mine : eval_batches_, device_, cfg_.train.precision);
+  std::vector<data::Batch> shard;
+  if (W > 1)
+    for (size_t i = static_cast<size_t>(env_.rank); i < eval_batches_.size(); i += static_cast<size_t>(W))
+      shard.push_back(eval_batches_[i]);
+  auto r = evaluate_mlm(model_, W > 1 ? shard : eval_batches_, device_, cfg_.train.precision);
   if (W > 1) {
     const double n = static_cast<double>(r.n_predicted);
     auto sums = torch::tensor({r.loss * n, r.accuracy * n, r.top5_accuracy * n, n, static_cast<double>(r.n_sequences),
