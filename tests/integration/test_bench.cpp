@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "model/flops.h"
 #include "model/options.h"
+#include "run_dir_util.h"
 #include "test_util.h"
 
 using namespace roformer::test;
@@ -29,16 +30,6 @@ std::string bench_config(const std::string& dir) {
          "data:\n  train_files: [" + dir + "/train.txt]\n  max_seq_len: 32\n  num_workers: 1\n"
          "train:\n  batch_size: 4\n  precision: fp32\n  device: cpu\n  num_threads: 1\n  run_dir: " + dir + "/run\n"
          "logging:\n  level: warn\n";
-}
-
-// The last line of the output that is a JSON object.
-json last_json(const std::string& output) {
-  std::istringstream in(output);
-  std::string line, found;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] == '{') found = line;
-  EXPECT_FALSE(found.empty()) << output;
-  return found.empty() ? json() : json::parse(found);
 }
 
 class BenchTest : public ::testing::Test {

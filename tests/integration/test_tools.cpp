@@ -10,6 +10,7 @@
 #include "core/safetensors.h"
 #include "data/corpus.h"
 #include "data/loader.h"
+#include "run_dir_util.h"
 #include "test_util.h"
 #include "tools/checkpoint_loader.h"
 
@@ -18,16 +19,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// The last line of a command's output that is a JSON object (logs go to stderr, merged here).
-json last_json(const std::string& output) {
-  std::istringstream lines(output);
-  std::string line, found;
-  while (std::getline(lines, line))
-    if (!line.empty() && line[0] == '{') found = line;
-  EXPECT_FALSE(found.empty()) << output;
-  return found.empty() ? json() : json::parse(found);
-}
 
 std::string model_yaml(const std::string& norm) {
   return "model:\n  hidden_size: 64\n  num_layers: 2\n  num_heads: 2\n  intermediate_size: 128\n"
