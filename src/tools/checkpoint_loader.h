@@ -27,7 +27,4 @@ struct LoadedCheckpoint {
 std::string resolve_checkpoint_dir(const std::string& path);
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device);
 
-// auto | cpu | cuda | cuda:N -> a device; a CUDA device without CUDA is an error.
-torch::Device pick_device(const std::string& name);
-
 }  // namespace roformer::tools

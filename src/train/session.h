@@ -157,6 +157,7 @@ class Trainer {
   double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
   int64_t good_steps_ = 0;
   int64_t last_saved_step_ = -1;
+  int64_t fault_fp16_overflow_step_ = -1;  // ROFORMER_FAULT_FP16_OVERFLOW_AT_STEP (tests only)
   data::LoaderState step_start_loader_state_;
   std::vector<torch::Tensor> step_start_rng_;
   std::optional<EvalResult> last_eval_;

@@ -32,6 +32,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/config.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/logging.h"
@@ -95,16 +96,6 @@ std::string read_text(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-torch::Device resolve_device(const std::string& name) {
-  const bool cuda = torch::cuda::is_available();
-  if (name == "auto") return cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  if (name == "cpu") return torch::Device(torch::kCPU);
-  if (!cuda)
-    throw Error(fmt::format("train.device is '{}' but no CUDA device is available; set train.device: auto or cpu",
-                            name));
-  return torch::Device(name);
 }
 
 // A signature of the inputs of a prepared directory, so edited or replaced files are re-prepared.
@@ -290,6 +281,7 @@ void Trainer::setup_model_and_optimizer() {
   params_.insert(params_.end(), no_decay.begin(), no_decay.end());
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
   fused_adamw_ = o.fused;  // the fused kernel exists for CUDA and CPU tensors
+  if (const char* at_step = std::getenv("ROFORMER_FAULT_FP16_OVERFLOW_AT_STEP")) fault_fp16_overflow_step_ = std::atoll(at_step);
 }
 
 // AdamW step. The portable path is torch::optim::AdamW. The fused path (optimizer.fused) runs
@@ -445,7 +437,9 @@ void Trainer::load_checkpoint(const std::string& dir) {
   step_ = state.at("step").get<int64_t>();
   try {
     model_->load_hf_state_dict(core::load_safetensors((fs::path(dir) / "model.safetensors").string()));
-    torch::load(*optimizer_, (fs::path(dir) / "optimizer.pt").string());
+    // Onto the run's device: train.device may change on resume (a CPU checkpoint resumed on CUDA or
+    // the reverse), and the portable AdamW needs its moments where the parameters are.
+    torch::load(*optimizer_, (fs::path(dir) / "optimizer.pt").string(), device_);
   } catch (const c10::Error& e) {
     throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
   }
@@ -511,7 +505,7 @@ StepResult Trainer::train_step(bool host_sync) {
   const bool cuda = device_.is_cuda();
   const bool fp16 = cfg_.train.precision == "fp16";
   auto phase_end = [&](Clock::time_point start, double& seconds) {
-    if (cuda && sync_timings_) torch::cuda::synchronize();
+    if (cuda && sync_timings_) core::synchronize(device_);
     const auto now = Clock::now();
     seconds += std::chrono::duration<double>(now - start).count();
     return now;
@@ -553,13 +547,14 @@ StepResult Trainer::train_step(bool host_sync) {
     // Data parallel: only the last micro-batch's backward all-reduces (its hooks start the buckets).
     if (reducer_) reducer_->set_sync(i + 1 == micro.size());
     if (b.pred_positions.numel() == 0) continue;
+    if (!device_.is_cpu()) model::check_token_ids(b.input_ids, model_->options().vocab_size());  // host batch
     auto ids = b.input_ids.to(device_, cuda);  // non-blocking from pinned memory on CUDA
     auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, cuda) : torch::Tensor();
     auto pos = b.pred_positions.to(device_, cuda);
     auto labels = b.pred_labels.to(device_, cuda);
     torch::Tensor logits;
     {
-      AutocastScope autocast(device_.type(), cfg_.train.precision);
+      model::AutocastScope autocast(device_.type(), cfg_.train.precision);
       if (variant_.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
         logits = model_->forward(ids, mask).view({-1, model_->options().vocab_size()}).index_select(0, pos);
       else
@@ -580,6 +575,8 @@ StepResult Trainer::train_step(bool host_sync) {
     if (p.grad().defined()) grads.push_back(p.grad());
   if (fp16)
     for (auto& g : grads) g.mul_(1.0 / scale);
+  // Fault injection for the loss-scaling test (tests/gpu): an overflowed fp16 gradient at one step.
+  if (fp16 && !grads.empty() && fault_fp16_overflow_step_ == step_ + 1) grads.front().fill_(INFINITY);
   torch::Tensor norm = torch::zeros({}, acc_opts.dtype(torch::kFloat32));
   if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
   if (!r.synced) {
@@ -667,8 +664,10 @@ void Trainer::run_eval() {
                   {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"seconds", r.seconds}});
 }
 
+// Resolves train.device once (CUDA always with its index) and makes it the process's current
+// device before anything allocates on it: pinned host memory, streams and synchronize follow it.
 void Trainer::setup_device() {
-  device_ = resolve_device(cfg_.train.device);
+  device_ = core::resolve_device(cfg_.train.device, "train.device");
   if (env_.distributed() && device_.is_cuda()) {  // each rank drives the GPU of its LOCAL_RANK
     const auto visible = static_cast<int>(torch::cuda::device_count());
     if (env_.local_rank >= visible)
@@ -676,6 +675,7 @@ void Trainer::setup_device() {
                               "process(es) per node (torchrun --nproc-per-node)", env_.local_rank, visible, visible));
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
   }
+  core::use_device(device_);
   if (cfg_.train.precision == "fp16" && !device_.is_cuda())
     throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
   if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
@@ -706,6 +706,7 @@ void Trainer::setup_data() {
   if (valid_corpus_) {
     auto eval_opts = data::loader_options_from_config(cfg_, cfg_.eval.batch_size);
     eval_opts.num_workers = 0;
+    eval_opts.pin_memory = device_.is_cuda();
     eval_batches_ = data::make_eval_batches(valid_corpus_, eval_opts, cfg_.eval.max_sequences, cfg_.eval.batch_size,
                                             cfg_.eval.seed);
   }
@@ -740,8 +741,8 @@ void Trainer::check_ranks_start_alike() {
 int Trainer::run() {
   env_ = dist::detect_dist_env();
   set_log_rank(env_.rank);
+  setup_device();  // first: a device that does not exist leaves no run directory behind
   setup_run_dir();
-  setup_device();
   spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
   setup_distributed();
   if (world_size() > 1) check_ranks_start_alike();

@@ -1,4 +1,5 @@
-// eval, fill-mask, inspect and export through the CLI, on runs trained in the test itself.
+// eval, fill-mask, inspect and export through the CLI, on runs trained in the test itself. Pinned to
+// the CPU (--device cpu): batch-size invariance is exact there; tests/gpu has the CUDA variants.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -46,7 +47,7 @@ class ToolsTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete tmp_; }
   static json eval_json(const std::string& args) {
-    auto r = run_roformer("eval --checkpoint " + run_ + " --json " + args);
+    auto r = run_roformer("eval --device cpu --checkpoint " + run_ + " --json " + args);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return last_json(r.output);
   }
@@ -114,30 +115,30 @@ TEST_F(ToolsTest, InspectReportsStateAndDamage) {
   auto bad = run_roformer("inspect " + copy);
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_NE(bad.output.find("DAMAGED: optimizer.pt has"), std::string::npos) << bad.output;
-  auto ev = run_roformer("eval --checkpoint " + copy);
+  auto ev = run_roformer("eval --device cpu --checkpoint " + copy);
   EXPECT_EQ(ev.exit_code, 1);
   EXPECT_NE(ev.output.find("is not usable: optimizer.pt"), std::string::npos) << ev.output;
-  auto missing = run_roformer("eval --checkpoint " + tmp_->str("nope"));
+  auto missing = run_roformer("eval --device cpu --checkpoint " + tmp_->str("nope"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("does not exist"), std::string::npos) << missing.output;
   // Incomplete: no manifest.
   fs::remove(copy + "/manifest.json");
-  auto incomplete = run_roformer("eval --checkpoint " + copy);
+  auto incomplete = run_roformer("eval --device cpu --checkpoint " + copy);
   EXPECT_EQ(incomplete.exit_code, 1);
   EXPECT_NE(incomplete.output.find("no manifest.json"), std::string::npos) << incomplete.output;
 }
 
 TEST_F(ToolsTest, FillMaskErrors) {
-  auto none = run_roformer("fill-mask --checkpoint " + run_ + " \"the red cat sees a dog.\"");
+  auto none = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"the red cat sees a dog.\"");
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.output.find("has no [MASK]"), std::string::npos) << none.output;
   std::string long_text;
   for (int i = 0; i < 40; ++i) long_text += "the red cat sees a dog. ";
-  auto too_long = run_roformer("fill-mask --checkpoint " + run_ + " \"" + long_text + "[MASK]\"");
+  auto too_long = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"" + long_text + "[MASK]\"");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.output.find("refused rather than truncated"), std::string::npos) << too_long.output;
   // stdin: one text per line, JSON records.
-  auto piped = run_command("printf 'the [MASK] cat.\\na red [MASK].\\n' | " + roformer_bin() + " fill-mask --json --top-k 2 --checkpoint " + run_);
+  auto piped = run_command("printf 'the [MASK] cat.\\na red [MASK].\\n' | " + roformer_bin() + " fill-mask --device cpu --json --top-k 2 --checkpoint " + run_);
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
   std::istringstream lines(piped.output);
   std::string line;
@@ -213,7 +214,7 @@ TEST(ToolsFillMask, OverfitModelReturnsTheRightWord) {
              "logging:\n  every: 100\n  progress: plain\n");
   auto t = run_roformer("train -c " + tmp.str("o.yaml") + " --run-dir " + tmp.str("run"));
   ASSERT_EQ(t.exit_code, 0) << t.output;
-  auto r = run_command(roformer_bin() + " fill-mask --json --checkpoint " + tmp.str("run") +
+  auto r = run_command(roformer_bin() + " fill-mask --device cpu --json --checkpoint " + tmp.str("run") +
                        " \"a small [MASK] sings in the old tree.\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto rec = last_json(r.output);
