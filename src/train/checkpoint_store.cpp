@@ -1,6 +1,7 @@
 #include "train/checkpoint_store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -189,16 +190,20 @@ std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std
   return "";
 }
 
-void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last) {
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep) {
   std::error_code ec;
   auto all = list_checkpoints(checkpoints_dir);
   for (const auto& entry : fs::directory_iterator(checkpoints_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    // Temporary directories left by killed processes.
-    if (name.rfind(".tmp-", 0) == 0 && entry.is_directory()) fs::remove_all(entry.path(), ec);
+    // Temporary directories (.tmp-step_N-PID) left by killed processes; never a live process's save.
+    if (name.rfind(".tmp-", 0) != 0 || !entry.is_directory()) continue;
+    const long pid = std::strtol(name.substr(name.rfind('-') + 1).c_str(), nullptr, 10);
+    if (pid > 0 && pid != static_cast<long>(::getpid()) && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
+    fs::remove_all(entry.path(), ec);
   }
-  if (static_cast<int64_t>(all.size()) <= keep_last) return;
-  for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) fs::remove_all(all[i], ec);
+  const std::string keep_name = keep.empty() ? "" : fs::path(keep).filename().string();
+  for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(keep_last, 1)) < all.size(); ++i)
+    if (fs::path(all[i]).filename().string() != keep_name) fs::remove_all(all[i], ec);
 }
 
 }  // namespace roformer::train

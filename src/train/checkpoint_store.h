@@ -55,8 +55,9 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 // (incomplete or corrupt) checkpoint adds a line to `warnings`.
 std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings);
 
-// Deletes all but the newest `keep_last` complete checkpoints, and stale temporary directories.
-void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last);
+// Deletes all but the newest `keep_last` complete checkpoints (never `keep`, the one just written),
+// and temporary directories of processes that are no longer running.
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep = "");
 
 // Writes `text` to `path`, throwing roformer::Error when any byte cannot be written (full disk).
 void write_file_checked(const std::string& path, const std::string& text);

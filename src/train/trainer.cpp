@@ -50,6 +50,7 @@
 #include "train/evaluate.h"
 #include "train/metrics.h"
 #include "train/progress.h"
+#include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/session.h"
 #include "train/signals.h"
@@ -410,7 +411,7 @@ void Trainer::save_checkpoint(const std::string& reason) {
         write_file_checked(w.path("tokenizer.model"), read_text(tokenizer_->model_path()));
         write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? read_text(metrics_.path()) : "");
         final_dir = w.commit();
-        prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last);
+        prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last, final_dir);
       } catch (const c10::Error& e) {
         throw Error(fmt::format("saving the checkpoint at step {} failed: {} (the previous checkpoint is intact)",
                                 step_, e.what_without_backtrace()));
@@ -886,40 +887,38 @@ int Trainer::run() {
 }
 
 int run_training(const TrainRequest& request) {
+  const bool main_process = dist::detect_dist_env().rank == 0;
   set_log_rank(dist::detect_dist_env().rank);  // other ranks: warnings and errors only, from here on
   config::Config cfg;
   std::string origin;
-  std::string resume_dir;
   std::optional<config::Config> ckpt_cfg;
-  auto run_dir_of = [&](const config::Config& c) { return request.run_dir.empty() ? c.train.run_dir : request.run_dir; };
 
   if (!request.config_path.empty()) {
     cfg = config::load_config(request.config_path, request.overrides);
     origin = request.config_path;
+    if (!request.run_dir.empty()) cfg.train.run_dir = request.run_dir;
+    config::validate(cfg);  // before the run directory is created or locked
   }
-  if (!request.resume.empty()) {
-    if (request.resume == "auto") {
-      std::string run_dir = request.run_dir;
-      if (run_dir.empty() && !request.config_path.empty()) run_dir = cfg.train.run_dir;
-      if (run_dir.empty())
-        throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
-      std::vector<std::string> warnings;
-      resume_dir = find_latest_valid_checkpoint((fs::path(run_dir) / "checkpoints").string(), &warnings);
-      for (const auto& w : warnings) spdlog::warn("{}", w);
-      if (resume_dir.empty()) {
-        if (request.config_path.empty())
-          throw Error(fmt::format("--resume auto: no complete checkpoint in {}/checkpoints and no -c CONFIG to "
-                                  "start a new run", run_dir));
-        spdlog::info("--resume auto: no checkpoint in {} yet; starting a new run", run_dir);
-      }
-    } else {
-      resume_dir = request.resume;
-      auto check = verify_checkpoint(resume_dir);
-      if (!check.ok)
-        throw Error(fmt::format("cannot resume from {}: {}. `roformer train --resume auto` picks the newest "
-                                "complete checkpoint instead", resume_dir, check.problem));
-    }
-  }
+  if (request.config_path.empty() && request.resume.empty())
+    throw Error("roformer train needs a config: -c configs/tiny.yaml (or --resume with a run directory)");
+  // The run directory: --run-dir, else the config's, else (--resume PATH alone) the checkpoint's.
+  std::string run_dir = request.run_dir;
+  if (run_dir.empty() && !request.config_path.empty()) run_dir = cfg.train.run_dir;
+  if (run_dir.empty() && request.resume == "auto")
+    throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
+  if (run_dir.empty() && verify_checkpoint(request.resume).ok)
+    run_dir = config::parse_config(read_text((fs::path(request.resume) / "config.yaml").string()), {},
+                                   request.resume + "/config.yaml").train.run_dir;
+  // One process per run directory (rank 0 holds the lock for a data-parallel run), then the
+  // checkpoint to start from: docs/training.md "Run directories".
+  std::optional<RunDirLock> lock;
+  if (main_process && !run_dir.empty()) lock.emplace(run_dir);
+  CheckpointChoice choice;
+  choice.resume = request.resume;
+  choice.overwrite = request.overwrite;
+  choice.have_config = !request.config_path.empty();
+  const CheckpointPlan plan = plan_checkpoint(run_dir, choice);
+  const std::string& resume_dir = plan.resume;
   if (!resume_dir.empty()) {
     ckpt_cfg = config::parse_config(read_text((fs::path(resume_dir) / "config.yaml").string()), {},
                                     resume_dir + "/config.yaml");
@@ -952,12 +951,11 @@ int run_training(const TrainRequest& request) {
     }
     for (const auto& a : applied) spdlog::info("resume: applying config change {}", a);
   }
-  if (request.config_path.empty() && resume_dir.empty())
-    throw Error("roformer train needs a config: -c configs/tiny.yaml (or --resume with a run directory)");
-  if (!request.run_dir.empty()) cfg.train.run_dir = request.run_dir;
+  cfg.train.run_dir = run_dir;
   config::validate(cfg);
   setup_logging(cfg.logging.level);
-  Trainer trainer(cfg, run_dir_of(cfg), resume_dir, origin);
+  if (main_process) carry_out(plan, run_dir);  // only rank 0 deletes or moves; every rank planned alike
+  Trainer trainer(cfg, run_dir, resume_dir, origin);
   return trainer.run();
 }
 
