@@ -16,6 +16,9 @@ void register_train_commands(CLI::App& app) {
   cmd->add_option("--run-dir", req->run_dir, "Run directory (overrides train.run_dir)");
   cmd->add_option("--resume", req->resume,
                   "auto: continue from the newest complete checkpoint in the run directory; or a checkpoint path");
+  cmd->add_option("--init-from", req->init_from,
+                  "Start a new run from the weights and tokenizer of an `export --format hf` directory, a checkpoint "
+                  "or a run directory (fresh optimizer and schedule)");
   cmd->callback([req] {
     const int code = train::run_training(*req);
     if (code != 0) throw CLI::RuntimeError(code);

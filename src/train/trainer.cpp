@@ -189,7 +189,7 @@ void Trainer::setup_run_dir() {
 }
 
 void Trainer::setup_tokenizer() {
-  std::string path = cfg_.tokenizer.model;
+  std::string path = init_ ? adopt_init_tokenizer(*init_, cfg_, run_dir_) : cfg_.tokenizer.model;
   if (!resume_dir_.empty()) {
     // The checkpoint carries its tokenizer: the run continues with exactly that one.
     const auto state = json::parse(read_text((fs::path(resume_dir_) / "trainer_state.json").string()));
@@ -753,6 +753,7 @@ int Trainer::run() {
     setup_data();  // ... the other ranks then find them there
   }
   setup_model_and_optimizer();
+  if (init_) load_init_weights(*init_, *model_);
   if (world_size() > 1) {
     dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
     if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
@@ -772,6 +773,10 @@ int Trainer::run() {
     }
   } else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
+  }
+  if (init_) {
+    spdlog::info("new run from the weights of {} {} (fresh optimizer and schedule)", init_->kind, init_->dir);
+    run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
   }
 
   const int64_t total = cfg_.train.steps;
@@ -896,6 +901,15 @@ int run_training(const TrainRequest& request) {
     cfg = config::load_config(request.config_path, request.overrides);
     origin = request.config_path;
   }
+  std::optional<InitSource> init;
+  if (!request.init_from.empty()) {
+    if (!request.resume.empty())
+      throw Error("--init-from starts a new run and --resume continues one: pass one of them (a run started with "
+                  "--init-from continues with --resume auto alone)");
+    if (request.config_path.empty())
+      throw Error("--init-from needs a config for the new run: -c CONFIG (its model section must match the weights)");
+    init = find_init_source(request.init_from);
+  }
   if (!request.resume.empty()) {
     if (request.resume == "auto") {
       std::string run_dir = request.run_dir;
@@ -956,7 +970,9 @@ int run_training(const TrainRequest& request) {
   if (!request.run_dir.empty()) cfg.train.run_dir = request.run_dir;
   config::validate(cfg);
   setup_logging(cfg.logging.level);
+  if (init) check_init_architecture(*init, cfg);
   Trainer trainer(cfg, run_dir_of(cfg), resume_dir, origin);
+  if (init) trainer.set_init_source(*init);
   return trainer.run();
 }
 
