@@ -97,7 +97,7 @@ The resolved `roformer` config of the run:
 {yaml}```
 )md";
   return fmt::format(
-      kCard,
+      fmt::runtime(kCard),
       fmt::arg("dir", ck.dir), fmt::arg("out", out_dir), fmt::arg("steps", ck.state.value("step", int64_t{0})),
       fmt::arg("tokens", ck.state.value("tokens_seen", int64_t{0})), fmt::arg("train", join(c.data.train_files)),
       fmt::arg("accuracy", accuracy), fmt::arg("layers", o.num_layers()), fmt::arg("hidden", o.hidden_size()),

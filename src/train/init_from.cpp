@@ -4,7 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -121,35 +121,30 @@ InitSource find_init_source(const std::string& path) {
 void check_init_architecture(const InitSource& source, const config::Config& config) {
   const auto& ours = config.model;
   const auto& theirs = source.architecture;
-  struct Key {
-    const char* name;
-    std::function<std::string(const config::ModelConfig&)> value;
-  };
   auto v = [](auto x) { return fmt::format("{}", x); };
-  const std::vector<Key> keys = {
-      {"model.hidden_size", [&](const auto& m) { return v(m.hidden_size); }},
-      {"model.num_layers", [&](const auto& m) { return v(m.num_layers); }},
-      {"model.num_heads", [&](const auto& m) { return v(m.num_heads); }},
-      {"model.intermediate_size", [&](const auto& m) { return v(m.intermediate_size); }},
-      {"model.embedding_size", [&](const auto& m) { return v(config::effective_embedding_size(m)); }},
-      {"model.max_position_embeddings", [&](const auto& m) { return v(m.max_position_embeddings); }},
-      {"model.type_vocab_size", [&](const auto& m) { return v(m.type_vocab_size); }},
-      {"model.layer_norm_eps", [&](const auto& m) { return v(m.layer_norm_eps); }},
-      {"model.rotary_base", [&](const auto& m) { return v(m.rotary_base); }},
-      {"model.rotary_value", [&](const auto& m) { return v(m.rotary_value); }},
-      {"model.norm", [&](const auto& m) { return m.norm; }},
-      {"model.attention", [&](const auto& m) { return m.attention; }},
-      {"model.hidden_act", [&](const auto& m) { return m.hidden_act; }},
+  // (key, the config's value, the weights' value)
+  const std::vector<std::tuple<std::string, std::string, std::string>> keys = {
+      {"model.hidden_size", v(ours.hidden_size), v(theirs.hidden_size)},
+      {"model.num_layers", v(ours.num_layers), v(theirs.num_layers)},
+      {"model.num_heads", v(ours.num_heads), v(theirs.num_heads)},
+      {"model.intermediate_size", v(ours.intermediate_size), v(theirs.intermediate_size)},
+      {"model.embedding_size", v(config::effective_embedding_size(ours)), v(config::effective_embedding_size(theirs))},
+      {"model.max_position_embeddings", v(ours.max_position_embeddings), v(theirs.max_position_embeddings)},
+      {"model.type_vocab_size", v(ours.type_vocab_size), v(theirs.type_vocab_size)},
+      {"model.layer_norm_eps", v(ours.layer_norm_eps), v(theirs.layer_norm_eps)},
+      {"model.rotary_base", v(ours.rotary_base), v(theirs.rotary_base)},
+      {"model.rotary_value", v(ours.rotary_value), v(theirs.rotary_value)},
+      {"model.norm", ours.norm, theirs.norm},
+      {"model.attention", ours.attention, theirs.attention},
+      {"model.hidden_act", ours.hidden_act, theirs.hidden_act},
   };
-  for (const auto& key : keys) {
-    const std::string a = key.value(ours), b = key.value(theirs);
+  for (const auto& [key, a, b] : keys) {
     if (a == b) continue;
     // An export of a model without token types holds one all-zero row (Hugging Face always has the
     // table); load_init_weights checks that it is zero.
-    if (std::string(key.name) == "model.type_vocab_size" && source.kind == kExportKind && a == "0" && b == "1")
-      continue;
+    if (key == "model.type_vocab_size" && source.kind == kExportKind && a == "0" && b == "1") continue;
     throw Error(fmt::format("--init-from {}: {} is {} in the config but the weights were trained with {}; set {}: {} "
-                            "(the architecture comes with the weights)", source.dir, key.name, a, b, key.name, b));
+                            "(the architecture comes with the weights)", source.dir, key, a, b, key, b));
   }
   if (ours.vocab_size != 0 && ours.vocab_size != source.vocab_size)
     throw Error(fmt::format("--init-from {}: model.vocab_size is {} in the config but the weights have {} rows; set "

@@ -127,6 +127,7 @@ TEST_F(InitFromTest, RunFromCheckpointStartsAtTheSourceModel) {
 TEST_F(InitFromTest, BadSourcesAreOneLineErrorsNamingTheProblem) {
   struct Case {
     std::string args, needle;
+    std::string run_dir = "";  // default: a fresh one
   };
   // An export whose query weight of layer 0 has another shape than its config.json says.
   const std::string bad = tmp_->str("bad_shape");
@@ -139,6 +140,20 @@ TEST_F(InitFromTest, BadSourcesAreOneLineErrorsNamingTheProblem) {
     roformer::core::save_safetensors(bad + "/model.safetensors", list);
   }
   fs::create_directories(tmp_->str("empty"));
+  // An export without its SentencePiece model; a damaged checkpoint.
+  fs::copy(tmp_->str("hf"), tmp_->str("no_spiece"), fs::copy_options::recursive);
+  fs::remove(tmp_->str("no_spiece/spiece.model"));
+  const std::string damaged = tmp_->str("damaged");
+  fs::copy(checkpoint_dir(tmp_->str("source"), 120), damaged, fs::copy_options::recursive);
+  write_file(damaged + "/optimizer.pt", "junk");
+  // Another tokenizer, named by the config or already in the run directory.
+  auto other = run_roformer("tokenizer train --input " + tmp_->str("train.txt") + " --vocab-size 110 --out " +
+                            tmp_->str("other_tok"));
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  const std::string other_tok = tmp_->str("other_tok/tokenizer.model");
+  const std::string taken = tmp_->str("run_with_other_tokenizer");
+  fs::create_directories(taken + "/tokenizer");
+  fs::copy_file(other_tok, taken + "/tokenizer/tokenizer.model");
   const std::vector<Case> cases = {
       {"--init-from " + tmp_->str("nope"), "--init-from '" + tmp_->str("nope") + "' does not exist"},
       {"--init-from " + tmp_->str("empty"), "is neither a checkpoint (no manifest.json) nor a run directory"},
@@ -150,10 +165,15 @@ TEST_F(InitFromTest, BadSourcesAreOneLineErrorsNamingTheProblem) {
       {"--init-from " + bad, "shape mismatch for roformer.encoder.layer.0.attention.self.query.weight: expected "
                              "[64, 64], got [32, 64] (expected: the model the config builds; got: " + bad},
       {"--init-from " + tmp_->str("hf") + " --resume auto", "--init-from starts a new run and --resume continues one"},
+      {"--init-from " + tmp_->str("no_spiece"), "has no spiece.model, the SentencePiece model `roformer export` writes"},
+      {"--init-from " + damaged, "--init-from: checkpoint " + damaged + " is not usable: optimizer.pt"},
+      {"--init-from " + tmp_->str("hf") + " --set tokenizer.model=" + other_tok,
+       "tokenizer.model is " + other_tok + " but --init-from " + tmp_->str("hf") + " comes with another tokenizer"},
+      {"--init-from " + tmp_->str("hf"), taken + "/tokenizer/tokenizer.model already holds another tokenizer", taken},
   };
   int n = 0;
   for (const auto& c : cases) {
-    const std::string run = tmp_->str("bad_run_" + std::to_string(n++));
+    const std::string run = c.run_dir.empty() ? tmp_->str("bad_run_" + std::to_string(n++)) : c.run_dir;
     auto r = run_roformer(train(c.args + " --run-dir " + run));
     EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
     // One line, the last: the message does not continue on further lines.
