@@ -55,25 +55,25 @@ class InitFromTest : public ::testing::Test {
   static std::string train(const std::string& args) {
     return "train -c " + tmp_->str("continue.yaml") + " " + args;
   }
-  // `roformer eval` of the source with the new run's evaluation settings.
-  static json source_eval() {
-    auto r = run_roformer("eval --checkpoint " + tmp_->str("source") + " --json --seed 3 --max-sequences 64");
+  // `roformer eval` of a source run with the new run's evaluation settings.
+  static json source_eval(const std::string& source) {
+    auto r = run_roformer("eval --checkpoint " + source + " --json --seed 3 --max-sequences 64");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return last_json(r.output);
   }
   // The new run's step-0 evaluation equals the source's; it took the source's tokenizer, and its
   // optimizer and schedule started fresh.
-  static void expect_starts_at_source(const std::string& run_dir) {
+  static void expect_starts_at_source(const std::string& run_dir, const std::string& source) {
     const auto evals = read_metrics(run_dir, "eval");
     ASSERT_TRUE(evals.count(0)) << "no evaluation at step 0 in " << run_dir;
     const auto& first = evals.at(0);
-    const auto ref = source_eval();
+    const auto ref = source_eval(source);
     EXPECT_EQ(first["n_predicted"], ref["n_predicted"]);
     EXPECT_EQ(first["accuracy"], ref["accuracy"]);
     EXPECT_EQ(first["top5_accuracy"], ref["top5_accuracy"]);
     EXPECT_NEAR(first["loss"].get<double>(), ref["loss"].get<double>(), 1e-6 * ref["loss"].get<double>());
     EXPECT_EQ(roformer::data::file_fingerprint(run_dir + "/tokenizer/tokenizer.model"),
-              roformer::data::file_fingerprint(tmp_->str("source/tokenizer/tokenizer.model")));
+              roformer::data::file_fingerprint(source + "/tokenizer/tokenizer.model"));
     const auto train = read_metrics(run_dir, "train");
     ASSERT_EQ(train.size(), 3u);
     const auto cfg = roformer::config::load_config(tmp_->str("continue.yaml"));
@@ -109,7 +109,7 @@ TEST_F(InitFromTest, RunFromExportStartsAtTheSourceModel) {
   auto r = run_roformer(train("--init-from " + tmp_->str("hf") + " --run-dir " + run));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("new run from the weights of Hugging Face export"), std::string::npos) << r.output;
-  expect_starts_at_source(run);
+  expect_starts_at_source(run, tmp_->str("source"));
   // The new run is a run like any other: it continues with --resume auto.
   auto resumed = run_roformer("train --run-dir " + run + " --resume auto --set train.steps=4");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
@@ -121,7 +121,26 @@ TEST_F(InitFromTest, RunFromCheckpointStartsAtTheSourceModel) {
   auto r = run_roformer(train("--init-from " + tmp_->str("source") + " --run-dir " + run));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("new run from the weights of checkpoint"), std::string::npos) << r.output;
-  expect_starts_at_source(run);
+  expect_starts_at_source(run, tmp_->str("source"));
+}
+
+// Hugging Face always has a token-type table, so a model without token types is exported with one
+// all-zero row; --init-from takes it back into a model without token types.
+TEST_F(InitFromTest, ModelWithoutTokenTypesRoundTrips) {
+  const std::string source = tmp_->str("no_types"), out = tmp_->str("no_types_hf");
+  const std::string no_types = " --set model.type_vocab_size=0";
+  auto t = run_roformer("train -c " + tmp_->str("source.yaml") + no_types + " --set train.steps=20 --run-dir " + source);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  ASSERT_EQ(run_roformer("export --checkpoint " + source + " --out " + out).exit_code, 0);
+  EXPECT_EQ(json::parse(read_file(out + "/config.json"))["type_vocab_size"], 1);
+  const std::string run = tmp_->str("from_no_types");
+  auto r = run_roformer(train("--init-from " + out + no_types + " --run-dir " + run));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_starts_at_source(run, source);
+  auto two = run_roformer(train("--init-from " + out + " --run-dir " + tmp_->str("two_types")));
+  EXPECT_EQ(two.exit_code, 1);
+  EXPECT_NE(two.output.find("model.type_vocab_size is 2 in the config but the weights were trained with 1"),
+            std::string::npos) << two.output;
 }
 
 TEST_F(InitFromTest, BadSourcesAreOneLineErrorsNamingTheProblem) {
