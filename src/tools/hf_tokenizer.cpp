@@ -88,9 +88,9 @@ class WireReader {
   void skip(int wire_type) {
     switch (wire_type) {
       case 0: varint(); return;
-      case 1: need(8), pos_ += 8; return;
+      case 1: advance(8); return;
       case 2: length_delimited(); return;
-      case 5: need(4), pos_ += 4; return;
+      case 5: advance(4); return;
       default: fail();
     }
   }
@@ -98,6 +98,10 @@ class WireReader {
  private:
   void need(uint64_t n) const {
     if (n > bytes_.size() - pos_) fail();
+  }
+  void advance(uint64_t n) {
+    need(n);
+    pos_ += n;
   }
   [[noreturn]] void fail() const {
     throw Error(fmt::format("'{}' is not a valid SentencePiece model (its protobuf is truncated or malformed); "

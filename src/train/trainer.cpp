@@ -727,7 +727,8 @@ void Trainer::setup_distributed() {
 // stops the run with a message naming it instead of training something else.
 void Trainer::check_ranks_start_alike() {
   core::Hasher h;
-  const std::string resolved = config::to_yaml(cfg_) + "\nresume: " + resume_dir_;
+  const std::string resolved =
+      config::to_yaml(cfg_) + "\nresume: " + resume_dir_ + "\ninit-from: " + (init_ ? init_->dir : std::string());
   h.update(resolved.data(), resolved.size());
   const auto differ = dist::ranks_differing_from_rank0(*group_, h.digest(), "start-up check of the ranks' configs");
   if (!differ.empty())

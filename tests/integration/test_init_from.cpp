@@ -199,4 +199,8 @@ TEST_F(InitFromTest, BadSourcesAreOneLineErrorsNamingTheProblem) {
     EXPECT_NE(last_line(r.output).find(c.needle), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_FALSE(fs::exists(run + "/checkpoints")) << c.args;
   }
+  auto no_config = run_roformer("train --init-from " + tmp_->str("hf") + " --run-dir " + tmp_->str("no_config"));
+  EXPECT_EQ(no_config.exit_code, 1);
+  EXPECT_NE(last_line(no_config.output).find("--init-from needs a config for the new run: -c CONFIG"),
+            std::string::npos) << no_config.output;
 }
