@@ -17,6 +17,9 @@ void register_train_commands(CLI::App& app) {
   cmd->add_option("--run-dir", req->run_dir, "Run directory (overrides train.run_dir)");
   cmd->add_option("--resume", req->resume,
                   "auto: continue from the newest complete checkpoint in the run directory; or a checkpoint path");
+  cmd->add_option("--init-from", req->init_from,
+                  "Start a new run from the weights and tokenizer of an `export --format hf` directory, a checkpoint "
+                  "or a run directory (fresh optimizer and schedule)");
   cmd->add_flag("--overwrite", req->overwrite,
                 "Start over in a run directory that holds checkpoints (deletes them and its metrics)");
   cmd->callback([req, cmd] {

@@ -185,7 +185,8 @@ std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::hf_n
   return out;
 }
 
-void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors) {
+std::vector<std::string> RoFormerForMaskedLMImpl::hf_state_dict_problems(
+    const std::map<std::string, torch::Tensor>& tensors) const {
   const std::set<std::string> optional = {kDecoderWeight, kDecoderBias, kPositions};
   std::vector<std::string> problems;
   std::map<std::string, torch::Tensor> expected;
@@ -201,12 +202,19 @@ void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, tor
                          (t.defined() ? shape_str(t) : std::string("undefined")));
     }
   }
+  return problems;
+}
+
+void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors) {
+  const auto problems = hf_state_dict_problems(tensors);
   if (!problems.empty()) {
     std::string msg = "cannot load Hugging Face RoFormerForMaskedLM weights (" + std::to_string(problems.size()) +
                       " problem(s); does the checkpoint match the model config?):";
     for (const auto& p : problems) msg += "\n  " + p;
     throw Error(msg);
   }
+  std::map<std::string, torch::Tensor> expected;
+  for (auto& [name, t] : hf_named_parameters()) expected.emplace(name, t);
   torch::NoGradGuard no_grad;
   for (const auto& [name, t] : tensors) {
     // The aliases hold the same tensors as their primary keys; copy the primary when both exist.

@@ -57,6 +57,9 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // (decoder.weight, decoder.bias) and embed_positions.weight are optional, as HF may drop them.
   // Throws roformer::Error listing missing/unexpected keys and shape mismatches.
   void load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors);
+  // What load_hf_state_dict would refuse, one line each ("missing key NAME", "unexpected key NAME",
+  // "shape mismatch for NAME: expected [model's shape], got [given shape]"); empty when it fits.
+  std::vector<std::string> hf_state_dict_problems(const std::map<std::string, torch::Tensor>& tensors) const;
   // Unique trainable parameters, tied weights counted once (excludes the rotary table buffer, which
   // HF stores as a frozen nn.Parameter and so counts in its num_parameters()).
   int64_t num_parameters() const;

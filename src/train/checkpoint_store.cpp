@@ -190,6 +190,24 @@ std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std
   return "";
 }
 
+std::string resolve_checkpoint_dir(const std::string& path) {
+  if (!fs::exists(path))
+    throw Error(fmt::format("checkpoint '{}' does not exist; pass a checkpoint directory "
+                            "(RUN_DIR/checkpoints/step_N) or a run directory", path));
+  if (fs::exists(fs::path(path) / "manifest.json") || fs::exists(fs::path(path) / "trainer_state.json")) return path;
+  for (const auto& dir : {fs::path(path) / "checkpoints", fs::path(path)}) {
+    if (!list_checkpoints(dir.string()).empty()) {
+      std::vector<std::string> warnings;
+      auto found = find_latest_valid_checkpoint(dir.string(), &warnings);
+      if (found.empty())
+        throw Error(fmt::format("no complete, intact checkpoint under '{}': {}", path,
+                                warnings.empty() ? "" : warnings.front()));
+      return found;
+    }
+  }
+  throw Error(fmt::format("'{}' is neither a checkpoint (no manifest.json) nor a run directory with checkpoints", path));
+}
+
 void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep) {
   std::error_code ec;
   auto all = list_checkpoints(checkpoints_dir);

@@ -55,6 +55,10 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 // (incomplete or corrupt) checkpoint adds a line to `warnings`.
 std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings);
 
+// `path` is a checkpoint directory (RUN/checkpoints/step_N) or a run directory (then its newest
+// complete, intact checkpoint). Throws roformer::Error when it is neither or does not exist.
+std::string resolve_checkpoint_dir(const std::string& path);
+
 // Deletes all but the newest `keep_last` complete checkpoints (never `keep`, the one just written),
 // and temporary directories of processes that are no longer running.
 void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep = "");

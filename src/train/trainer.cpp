@@ -181,7 +181,7 @@ void Trainer::setup_run_dir() {
 }
 
 void Trainer::setup_tokenizer() {
-  std::string path = cfg_.tokenizer.model;
+  std::string path = init_ ? adopt_init_tokenizer(*init_, cfg_, run_dir_) : cfg_.tokenizer.model;
   if (!resume_dir_.empty()) {
     // The checkpoint carries its tokenizer: the run continues with exactly that one.
     const auto state = json::parse(read_text((fs::path(resume_dir_) / "trainer_state.json").string()));
@@ -729,7 +729,8 @@ void Trainer::setup_distributed() {
 // stops the run with a message naming it instead of training something else.
 void Trainer::check_ranks_start_alike() {
   core::Hasher h;
-  const std::string resolved = config::to_yaml(cfg_) + "\nresume: " + resume_dir_;
+  const std::string resolved =
+      config::to_yaml(cfg_) + "\nresume: " + resume_dir_ + "\ninit-from: " + (init_ ? init_->dir : std::string());
   h.update(resolved.data(), resolved.size());
   const auto differ = dist::ranks_differing_from_rank0(*group_, h.digest(), "start-up check of the ranks' configs");
   if (!differ.empty())
@@ -755,6 +756,7 @@ int Trainer::run() {
     setup_data();  // ... the other ranks then find them there
   }
   setup_model_and_optimizer();
+  if (init_) load_init_weights(*init_, *model_);
   if (world_size() > 1) {
     dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
     if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
@@ -774,6 +776,10 @@ int Trainer::run() {
     }
   } else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
+  }
+  if (init_) {
+    spdlog::info("new run from the weights of {} {} (fresh optimizer and schedule)", init_->kind, init_->dir);
+    run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
   }
 
   const int64_t total = cfg_.train.steps;
@@ -899,6 +905,15 @@ int run_training(const TrainRequest& request) {
     if (!request.run_dir.empty()) cfg.train.run_dir = request.run_dir;
     config::validate(cfg);  // before the run directory is created or locked
   }
+  std::optional<InitSource> init;
+  if (!request.init_from.empty()) {
+    if (!request.resume.empty())
+      throw Error("--init-from starts a new run and --resume continues one: pass one of them (a run started with "
+                  "--init-from continues with --resume auto alone)");
+    if (request.config_path.empty())
+      throw Error("--init-from needs a config for the new run: -c CONFIG (its model section must match the weights)");
+    init = find_init_source(request.init_from);
+  }
   if (request.config_path.empty() && request.resume.empty())
     throw Error("roformer train needs a config: -c configs/tiny.yaml (or --resume with a run directory)");
   // The run directory: --run-dir, else the config's, else (--resume PATH alone) the checkpoint's.
@@ -954,8 +969,10 @@ int run_training(const TrainRequest& request) {
   cfg.train.run_dir = run_dir;
   config::validate(cfg);
   setup_logging(cfg.logging.level);
+  if (init) check_init_architecture(*init, cfg);
   if (main_process) carry_out(plan, run_dir);  // only rank 0 deletes or moves; every rank planned alike
   Trainer trainer(cfg, run_dir, resume_dir, origin);
+  if (init) trainer.set_init_source(*init);
   return trainer.run();
 }
 
