@@ -1,3 +1,5 @@
+// Crash-safe checkpoint directories: atomic saves with a manifest, verification, listing, pruning;
+// see checkpoint_store.h.
 #include "train/checkpoint_store.h"
 
 #include <fcntl.h>

@@ -55,7 +55,6 @@ struct StepResult {
   bool skipped = false;   // fp16: step skipped for a non-finite gradient
   bool synced = true;     // false: a CUDA step without host sync; loss/accuracy/grad_norm not read back
   bool nonfinite_earlier = false;  // the non-finite value came from an earlier unsynced step
-  double data_seconds = 0;
   StepTimings timings;
 };
 
@@ -161,7 +160,7 @@ class Trainer {
   double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
   int64_t good_steps_ = 0;
   int64_t last_saved_step_ = -1;
-  int64_t fault_fp16_overflow_step_ = -1;  // ROFORMER_FAULT_FP16_OVERFLOW_AT_STEP (tests only)
+  int64_t fault_nonfinite_step_ = -1;  // ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP (tests only)
   data::LoaderState step_start_loader_state_;
   std::vector<torch::Tensor> step_start_rng_;
   std::optional<EvalResult> last_eval_;

@@ -282,7 +282,7 @@ void Trainer::setup_model_and_optimizer() {
   params_.insert(params_.end(), no_decay.begin(), no_decay.end());
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
   fused_adamw_ = o.fused;  // the fused kernel exists for CUDA and CPU tensors
-  if (const char* at_step = std::getenv("ROFORMER_FAULT_FP16_OVERFLOW_AT_STEP")) fault_fp16_overflow_step_ = std::atoll(at_step);
+  if (const char* at_step = std::getenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP")) fault_nonfinite_step_ = std::atoll(at_step);
 }
 
 // AdamW step. The portable path is torch::optim::AdamW. The fused path (optimizer.fused) runs
@@ -521,7 +521,6 @@ StepResult Trainer::train_step(bool host_sync) {
     r.tokens += micro.back().num_tokens;
   }
   t = phase_end(t, r.timings.data);
-  r.data_seconds = r.timings.data;
   r.stop = stop_requested();
   const bool distributed = world_size() > 1;
   if (distributed) {
@@ -576,8 +575,8 @@ StepResult Trainer::train_step(bool host_sync) {
     if (p.grad().defined()) grads.push_back(p.grad());
   if (fp16)
     for (auto& g : grads) g.mul_(1.0 / scale);
-  // Fault injection for the loss-scaling test (tests/gpu): an overflowed fp16 gradient at one step.
-  if (fp16 && !grads.empty() && fault_fp16_overflow_step_ == step_ + 1) grads.front().fill_(INFINITY);
+  // Fault injection for the tests (tests/gpu): a non-finite gradient at one step (fp16: an overflow).
+  if (!grads.empty() && fault_nonfinite_step_ == step_ + 1) grads.front().fill_(INFINITY);
   torch::Tensor norm = torch::zeros({}, acc_opts.dtype(torch::kFloat32));
   if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
   if (!r.synced) {
@@ -796,6 +795,7 @@ int Trainer::run() {
   double window_loss = 0, window_acc = 0;
   int64_t window_synced = 0;
   double last_loss = 0, last_acc = 0, last_grad_norm = 0;
+  int64_t last_synced_step = step_;  // a non-finite value found later arose after this step
   auto due = [&](int64_t every, int64_t step) { return (every > 0 && step % every == 0) || step == total; };
   while (step_ < total) {
     step_start_loader_state_ = loader_->state();
@@ -812,7 +812,7 @@ int Trainer::run() {
       throw Error(fmt::format("non-finite loss or gradient norm between steps {} and {} (found at step {}; updates "
                               "stopped at the first one). Resume from the last checkpoint in {} with --resume auto "
                               "after lowering optimizer.lr, raising schedule.warmup_steps or setting "
-                              "optimizer.grad_clip", step_ + 2 - cfg_.logging.every, step_ + 1, step_ + 1, ckpt_dir_));
+                              "optimizer.grad_clip", last_synced_step + 1, step_ + 1, step_ + 1, ckpt_dir_));
     }
     if (!r.finite && !r.skipped) {
       progress.clear();
@@ -831,6 +831,7 @@ int Trainer::run() {
     window_seconds += dt;
     window_tokens += r.tokens;
     if (r.synced) {
+      last_synced_step = step_;  // the last step whose values were read back (and were finite)
       window_loss += r.loss;
       window_acc += r.accuracy;
       ++window_synced;
@@ -857,7 +858,7 @@ int Trainer::run() {
       if (main_rank()) metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
                       {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
                       {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step},
-                      {"tokens_seen", tokens_seen_}, {"data_wait_s", r.data_seconds}});
+                      {"tokens_seen", tokens_seen_}, {"data_wait_s", r.timings.data}});
       window_seconds = 0, window_tokens = 0, window_steps = 0, window_loss = 0, window_acc = 0, window_synced = 0;
     }
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == total) {

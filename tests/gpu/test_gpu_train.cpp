@@ -83,7 +83,7 @@ TEST_F(GpuTrain, CpuAndCudaAgreeInFp32) {
 TEST_F(GpuTrain, MixedPrecisionRunsLearnAndFp16RecoversFromAnOverflow) {
   for (const std::string precision : {"bf16", "fp16"}) {
     SCOPED_TRACE(precision);
-    const std::string fault = precision == "fp16" ? "ROFORMER_FAULT_FP16_OVERFLOW_AT_STEP=5 " : "";
+    const std::string fault = precision == "fp16" ? "ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP=5 " : "";
     const std::string config = tmp_.str(precision + ".yaml");
     write_file(config, config_text(tmp_.str(), "cuda", precision, 0.1, 60));
     auto r = run_command(fault + roformer_bin() + " train -c " + config + " --run-dir " + tmp_.str(precision));
@@ -97,6 +97,19 @@ TEST_F(GpuTrain, MixedPrecisionRunsLearnAndFp16RecoversFromAnOverflow) {
       EXPECT_TRUE(std::isfinite(m[60]["loss"].get<double>()));
     }
   }
+}
+
+// Between logging steps a CUDA step does not read back: a non-finite gradient at step 7 stops the
+// updates at once (device flag) and is reported at the next logging step, naming the steps between.
+TEST_F(GpuTrain, ANonFiniteGradientBetweenLoggingStepsIsReportedWithItsStepRange) {
+  const std::string config = tmp_.str("nan.yaml");
+  write_file(config, config_text(tmp_.str(), "cuda", "bf16", 0.0, 20));
+  auto r = run_command("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP=7 " + roformer_bin() + " train -c " + config +
+                       " --run-dir " + tmp_.str("nan") + " --set logging.every=5 --set checkpoint.every=0 "
+                       "--set eval.every=0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("non-finite loss or gradient norm between steps 6 and 10 (found at step 10"),
+            std::string::npos) << r.output;
 }
 
 // Dropout on: the resumed step draws the same CUDA dropout masks as the uninterrupted run, so its
