@@ -12,7 +12,7 @@ double mlm_train_flops_per_step(const RoFormerOptions& o, int64_t batch, int64_t
   double forward = 0.0;
   if (o.embedding_size() != o.hidden_size()) forward += 2.0 * tokens * E * H;
   double layer = 4.0 * 2.0 * tokens * H * H + 2.0 * 2.0 * tokens * H * I;
-  layer += o.attention() == "linear" ? 2.0 * 2.0 * tokens * H * D : 2.0 * 2.0 * B * T * T * H;
+  layer += parse_attention(o.attention()) == Attention::kLinear ? 2.0 * 2.0 * tokens * H * D : 2.0 * 2.0 * B * T * T * H;
   forward += static_cast<double>(o.num_layers()) * layer;
   forward += 2.0 * P * H * E + 2.0 * P * E * V;
   return 3.0 * forward;

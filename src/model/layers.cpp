@@ -20,11 +20,13 @@ torch::nn::LayerNorm layer_norm(int64_t size, double eps) {
 }
 }  // namespace
 
-torch::Tensor activation(const torch::Tensor& x, const std::string& name) {
-  if (name == "gelu") return torch::gelu(x);  // x Phi(x), erf form (HF "gelu")
-  if (name == "gelu_tanh") return torch::gelu(x, "tanh");
-  if (name == "relu") return torch::relu(x);
-  throw Error("unknown model.hidden_act '" + name + "' (expected gelu, gelu_tanh or relu)");
+torch::Tensor activation(const torch::Tensor& x, Activation act) {
+  switch (act) {
+    case Activation::kGelu: return torch::gelu(x);  // x Phi(x), erf form (HF "gelu")
+    case Activation::kGeluTanh: return torch::gelu(x, "tanh");
+    case Activation::kRelu: return torch::relu(x);
+  }
+  TORCH_CHECK(false, "unhandled activation");
 }
 
 // ---- Embeddings ---------------------------------------------------------------------------------
@@ -51,7 +53,9 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
 }
 
 // ---- Self-attention -----------------------------------------------------------------------------
-RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options) : options_(options) {
+RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options)
+    : options_(options), attention_(parse_attention(options.attention())),
+      rotary_impl_(parse_rotary_impl(options.rotary_impl())) {
   const int64_t H = options.hidden_size();
   query = register_module("query", torch::nn::Linear(H, H));
   key = register_module("key", torch::nn::Linear(H, H));
@@ -60,7 +64,7 @@ RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& opti
 
 torch::Tensor RoFormerSelfAttentionImpl::rotate(const torch::Tensor& x, const torch::Tensor& sin_pos,
                                                 const torch::Tensor& cos_pos) const {
-  return options_.rotary_impl() == "matrix" ? apply_rotary_matrix(x, sin_pos, cos_pos)
+  return rotary_impl_ == RotaryImpl::kMatrix ? apply_rotary_matrix(x, sin_pos, cos_pos)
                                             : apply_rotary(x, sin_pos, cos_pos);
 }
 
@@ -75,7 +79,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
   if (options_.rotary_value()) v = rotate(v, sin_pos, cos_pos);
 
   torch::Tensor context;  // (B, N, T, D)
-  if (options_.attention() == "linear") {
+  if (attention_ == Attention::kLinear) {
     // Linear attention with RoPE (paper eq. 19): phi(x) = elu(x) + 1,
     //   out_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
     // The denominator uses the unrotated features so it stays positive. Padded keys get phi = 0.
@@ -100,7 +104,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
 
 std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype,
                                                          const torch::Device& device, bool padded) const {
-  if (options_.attention() == "linear") return "linear (no SDPA)";
+  if (attention_ == Attention::kLinear) return "linear (no SDPA)";
   const int64_t B = batch, T = seq_len, N = options_.num_heads(), D = options_.hidden_size() / N;
   auto opts = torch::TensorOptions().dtype(dtype).device(device);
   // As in forward: q and k are the (contiguous) rotary outputs, v a transposed view of the projection.
@@ -120,7 +124,8 @@ std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t 
 }
 
 // ---- Encoder layer --------------------------------------------------------------------------------
-RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options) : options_(options) {
+RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options)
+    : options_(options), norm_(parse_norm(options.norm())), act_(parse_activation(options.hidden_act())) {
   const int64_t H = options.hidden_size(), I = options.intermediate_size();
   const double eps = options.layer_norm_eps();
   auto attention = group(*this, "attention");
@@ -140,9 +145,9 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const torch::Te
   const double p = options_.hidden_dropout();
   auto drop = [&](const torch::Tensor& t) { return F::dropout(t, F::DropoutFuncOptions().p(p).training(is_training())); };
   auto ffn = [&](const torch::Tensor& t) {
-    return output_dense->forward(activation(intermediate_dense->forward(t), options_.hidden_act()));
+    return output_dense->forward(activation(intermediate_dense->forward(t), act_));
   };
-  if (options_.norm() == "pre") {
+  if (norm_ == Norm::kPre) {
     auto a = x + drop(attention_dense->forward(self_attention->forward(attention_layer_norm->forward(x), mask, sin_pos, cos_pos)));
     return a + drop(ffn(output_layer_norm->forward(a)));
   }
@@ -158,7 +163,7 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options) : optio
       "weight", rotary_table(options.max_position_embeddings(), D, options.rotary_base()));
   layers = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_layers(); ++i) layers->push_back(RoFormerLayer(options));
-  if (options.norm() == "pre")
+  if (parse_norm(options.norm()) == Norm::kPre)
     final_layer_norm = register_module("final_layer_norm", layer_norm(options.hidden_size(), options.layer_norm_eps()));
 }
 
@@ -178,7 +183,8 @@ torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::
 }
 
 // ---- MLM head -------------------------------------------------------------------------------------
-RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options) : options_(options) {
+RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options)
+    : options_(options), act_(parse_activation(options.hidden_act())) {
   // HF's state_dict lists cls.predictions.bias first.
   bias = register_parameter("bias", torch::zeros({options.vocab_size()}));
   auto transform = group(*this, "transform");
@@ -187,7 +193,7 @@ RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options) : options
 }
 
 torch::Tensor RoFormerLMHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& decoder_weight) {
-  auto t = layer_norm->forward(activation(dense->forward(h), options_.hidden_act()));  // (..., E)
+  auto t = layer_norm->forward(activation(dense->forward(h), act_));  // (..., E)
   return torch::nn::functional::linear(t, decoder_weight, bias);                       // (..., V)
 }
 

@@ -20,8 +20,8 @@
 
 namespace roformer::model {
 
-// hidden_act by name: gelu (erf), gelu_tanh, relu.
-torch::Tensor activation(const torch::Tensor& x, const std::string& name);
+// gelu (erf), gelu_tanh, relu.
+torch::Tensor activation(const torch::Tensor& x, Activation act);
 
 class RoFormerEmbeddingsImpl : public torch::nn::Module {
  public:
@@ -57,6 +57,8 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
  private:
   torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) const;
   RoFormerOptions options_;
+  Attention attention_;
+  RotaryImpl rotary_impl_;
 };
 TORCH_MODULE(RoFormerSelfAttention);
 
@@ -78,6 +80,8 @@ class RoFormerLayerImpl : public torch::nn::Module {
 
  private:
   RoFormerOptions options_;
+  Norm norm_;
+  Activation act_;
 };
 TORCH_MODULE(RoFormerLayer);
 
@@ -109,6 +113,7 @@ class RoFormerLMHeadImpl : public torch::nn::Module {
 
  private:
   RoFormerOptions options_;
+  Activation act_;
 };
 TORCH_MODULE(RoFormerLMHead);
 

@@ -56,6 +56,17 @@ struct RoFormerOptions {
   TORCH_ARG(std::string, rotary_impl) = "elementwise";
 };
 
+// The enumerated options, parsed once (validate_options, the module constructors) so that no forward
+// compares strings. Each parser throws roformer::Error naming the option and the accepted values.
+enum class Norm { kPost, kPre };
+enum class Attention { kSoftmax, kLinear };
+enum class Activation { kGelu, kGeluTanh, kRelu };
+enum class RotaryImpl { kElementwise, kMatrix };
+Norm parse_norm(const std::string& name);
+Attention parse_attention(const std::string& name);
+Activation parse_activation(const std::string& name);
+RotaryImpl parse_rotary_impl(const std::string& name);
+
 // From the config section; vocab_size is passed separately (the config's may be 0 = from tokenizer).
 RoFormerOptions options_from_config(const config::ModelConfig& model, int64_t vocab_size);
 

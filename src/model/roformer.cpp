@@ -63,13 +63,35 @@ void validate_options(const RoFormerOptions& o) {
     bad("head dim hidden_size/num_heads = " + std::to_string(o.hidden_size() / o.num_heads()) +
         " must be even for rotary pairs");
   if (o.pad_token_id() < 0 || o.pad_token_id() >= o.vocab_size()) bad("pad_token_id outside the vocabulary");
-  if (o.norm() != "post" && o.norm() != "pre") bad("norm must be post or pre, got " + o.norm());
-  if (o.attention() != "softmax" && o.attention() != "linear")
-    bad("attention must be softmax or linear, got " + o.attention());
-  if (o.hidden_act() != "gelu" && o.hidden_act() != "gelu_tanh" && o.hidden_act() != "relu")
-    bad("hidden_act must be gelu, gelu_tanh or relu, got " + o.hidden_act());
-  if (o.rotary_impl() != "elementwise" && o.rotary_impl() != "matrix")
-    bad("rotary_impl must be elementwise or matrix, got " + o.rotary_impl());
+  parse_norm(o.norm());
+  parse_attention(o.attention());
+  parse_activation(o.hidden_act());
+  parse_rotary_impl(o.rotary_impl());
+}
+
+Norm parse_norm(const std::string& name) {
+  if (name == "post") return Norm::kPost;
+  if (name == "pre") return Norm::kPre;
+  throw Error("invalid model options: norm must be post or pre, got " + name);
+}
+
+Attention parse_attention(const std::string& name) {
+  if (name == "softmax") return Attention::kSoftmax;
+  if (name == "linear") return Attention::kLinear;
+  throw Error("invalid model options: attention must be softmax or linear, got " + name);
+}
+
+Activation parse_activation(const std::string& name) {
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_tanh") return Activation::kGeluTanh;
+  if (name == "relu") return Activation::kRelu;
+  throw Error("invalid model options: hidden_act must be gelu, gelu_tanh or relu, got " + name);
+}
+
+RotaryImpl parse_rotary_impl(const std::string& name) {
+  if (name == "elementwise") return RotaryImpl::kElementwise;
+  if (name == "matrix") return RotaryImpl::kMatrix;
+  throw Error("invalid model options: rotary_impl must be elementwise or matrix, got " + name);
 }
 
 void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {

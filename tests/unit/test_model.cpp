@@ -103,6 +103,21 @@ TEST(ModelOptions, InvalidOptionsAreRejectedWithTheReason) {
             std::string::npos);
 }
 
+// The string options (as in the config) are parsed into enums once; the forward compares no strings.
+TEST(ModelOptions, EnumeratedOptionsParseOnceAndRefuseUnknownValues) {
+  EXPECT_EQ(parse_norm("pre"), Norm::kPre);
+  EXPECT_EQ(parse_norm("post"), Norm::kPost);
+  EXPECT_EQ(parse_attention("linear"), Attention::kLinear);
+  EXPECT_EQ(parse_activation("gelu_tanh"), Activation::kGeluTanh);
+  EXPECT_EQ(parse_rotary_impl("matrix"), RotaryImpl::kMatrix);
+  EXPECT_NE(error_of([] { parse_attention("sparse"); }).find("attention must be softmax or linear, got sparse"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_activation("swish"); }).find("hidden_act must be gelu, gelu_tanh or relu, got swish"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().rotary_impl("complex")); }).find("rotary_impl must be"),
+            std::string::npos);
+}
+
 TEST(Model, BadInputsGiveClearErrors) {
   RoFormerForMaskedLM model(tiny());
   auto too_big = torch::full({2, 5}, 50, torch::kLong);
