@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -35,6 +36,11 @@ std::string resolve_checkpoint_dir(const std::string& path) {
       if (found.empty())
         throw Error(fmt::format("no complete, intact checkpoint under '{}': {}", path,
                                 warnings.empty() ? "" : warnings.front()));
+      // Never fall back silently: the figures would belong to another step than the user expects.
+      for (const auto& w : warnings) spdlog::warn("{}", w);
+      if (!warnings.empty())
+        spdlog::warn("using the older checkpoint {}: the newest one is damaged (`roformer inspect {}` shows why)",
+                     found, path);
       return found;
     }
   }

@@ -21,9 +21,36 @@ std::string hf_activation(const std::string& act) {
   if (act == "gelu_tanh") return "gelu_pytorch_tanh";  // tanh approximation
   return act;                                          // relu
 }
+
+// A checkpoint (its manifest or trainer state), a run's checkpoints/ folder, or any folder inside it.
+bool is_training_state(const fs::path& dir) {
+  if (fs::exists(dir / "manifest.json") || fs::exists(dir / "trainer_state.json") || fs::exists(dir / "latest"))
+    return true;
+  for (fs::path p = fs::weakly_canonical(dir); !p.empty() && p != p.root_path(); p = p.parent_path())
+    if (p.filename() == "checkpoints" && fs::exists(p / "latest")) return true;
+  return false;
+}
+
+// Checked before the checkpoint is loaded, so a refused export costs nothing.
+void check_export_dir(const std::string& out_dir, bool force) {
+  const fs::path out(out_dir);
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec))
+    throw Error(fmt::format("--out {} exists and is not a directory; choose a new directory", out_dir));
+  if (is_training_state(out))
+    throw Error(fmt::format("--out {} holds a checkpoint (or is inside a run's checkpoints/); an export would "
+                            "replace its model.safetensors and damage it. Export into a new directory",
+                            out_dir));
+  if (fs::directory_iterator(out, ec) != fs::directory_iterator() && !force)
+    throw Error(fmt::format("--out {} is not empty; export into a new or empty directory, or pass --force to "
+                            "replace config.json, model.safetensors and spiece.model there", out_dir));
+}
+
 }  // namespace
 
-void export_hf(const std::string& checkpoint, const std::string& out_dir) {
+void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
+  check_export_dir(out_dir, force);
   auto ck = load_checkpoint(checkpoint, torch::Device(torch::kCPU));
   const auto& m = ck.config.model;
   if (m.norm != "post")
