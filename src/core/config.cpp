@@ -412,22 +412,63 @@ void apply_yaml(Config& config, const YAML::Node& root, const std::string& origi
   }
 }
 
-// The one YAML document of a config. A later non-empty document (after a `---` line) would be
-// ignored by a plain Load, so it is an error.
+// Where content lines are (1-based; 0: none), found by scanning the text: yaml-cpp 0.7's LoadAll
+// stops at an empty document and loops forever on some malformed input, and Load returns an empty
+// document for text starting with ',' and ignores the rest (both found by tests/fuzz/fuzz_config).
+struct ContentLines {
+  int first = 0;            // the first line that is not blank, a comment or a document marker
+  int second_document = 0;  // the first content line after a `---` or `...` line that follows content
+};
+
+ContentLines scan_content(const std::string& text) {
+  ContentLines found;
+  std::istringstream in(text);
+  std::string line;
+  bool separated = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string rest = line;
+    const bool marker = (line.rfind("---", 0) == 0 || line.rfind("...", 0) == 0) &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    if (marker) {
+      if (found.first > 0) separated = true;
+      rest = line.substr(3);
+    }
+    const size_t start = rest.find_first_not_of(" \t\r");
+    if (start == std::string::npos || rest[start] == '#') continue;
+    if (separated) {
+      found.second_document = number;
+      break;
+    }
+    if (found.first == 0) found.first = number;
+  }
+  return found;
+}
+
+// The one YAML document of a config. A later document would be ignored by Load, so it is an error.
 YAML::Node load_document(const std::string& yaml_text, const std::string& origin) {
-  std::vector<YAML::Node> docs;
+  const ContentLines lines = scan_content(yaml_text);
+  if (lines.second_document > 0)
+    throw Error(fmt::format("{}: line {}: a second YAML document (after a '---' line); a config is one document, "
+                            "and the later ones would be ignored: merge them into one or remove the '---'",
+                            origin, lines.second_document));
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(yaml_text);
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw Error(fmt::format("{}: malformed YAML at line {}, column {}: {}", origin, e.mark.line + 1,
                             e.mark.column + 1, e.msg));
   }
-  for (size_t i = 1; i < docs.size(); ++i)
-    if (docs[i] && !docs[i].IsNull())
-      throw Error(fmt::format("{}: line {}: a second YAML document (after a '---' line); a config is one document, "
-                              "and the later ones would be ignored: merge them into one or remove the '---'",
-                              origin, docs[i].Mark().line + 1));
-  return docs.empty() ? YAML::Node() : docs[0];
+  if ((!root || root.IsNull()) && lines.first > 0) {
+    std::istringstream in(yaml_text);
+    std::string line;
+    for (int n = 0; n < lines.first; ++n) std::getline(in, line);
+    const std::string trimmed = line.substr(line.find_first_not_of(" \t"));
+    if (trimmed.rfind("~", 0) != 0 && trimmed.rfind("null", 0) != 0 && trimmed.rfind("Null", 0) != 0 &&
+        trimmed.rfind("NULL", 0) != 0)
+      throw Error(fmt::format("{}: malformed YAML at line {}: '{}' starts no mapping of sections (model:, train:, "
+                              "...), so nothing after it would be read", origin, lines.first, trimmed));
+  }
+  return root;
 }
 
 }  // namespace

@@ -208,3 +208,15 @@ TEST(Config, IntegerTooLargeForItsTypeSaysSo) {
   EXPECT_NE(msg2.find("config key train.batch_size = 1e30 is too large for a 64-bit integer"), std::string::npos)
       << msg2;
 }
+
+// Found by tests/fuzz/fuzz_config: yaml-cpp's LoadAll looped forever on a document starting with
+// ',', and Load reads such a document as empty, ignoring everything after it.
+TEST(Config, LeadingCommaIsMalformedNotEmptyAndDoesNotHang) {
+  auto msg = error_of([] { parse_config("# a comment\n, trained on the\nmodel:\n  num_layers: 2\n", {}, "comma.yaml"); });
+  EXPECT_NE(msg.find("comma.yaml: malformed YAML at line 2: ', trained on the' starts no mapping of sections"),
+            std::string::npos) << msg;
+  EXPECT_EQ(parse_config("~\n").model.num_layers, Config{}.model.num_layers);  // an explicit null is empty
+  EXPECT_EQ(parse_config("train:\n  steps: 2000\n...\n# the end\n", {}, "end.yaml").train.steps, 2000);
+  msg = error_of([] { parse_config("train:\n  steps: 2000\n...\n--- \nmodel:\n  num_layers: 2\n", {}, "m.yaml"); });
+  EXPECT_NE(msg.find("m.yaml: line 5: a second YAML document"), std::string::npos) << msg;
+}
