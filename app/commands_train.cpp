@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "core/error.h"
 #include "train/trainer.h"
 
 namespace roformer::app {
@@ -16,7 +17,14 @@ void register_train_commands(CLI::App& app) {
   cmd->add_option("--run-dir", req->run_dir, "Run directory (overrides train.run_dir)");
   cmd->add_option("--resume", req->resume,
                   "auto: continue from the newest complete checkpoint in the run directory; or a checkpoint path");
-  cmd->callback([req] {
+  cmd->add_option("--init-from", req->init_from,
+                  "Start a new run from the weights and tokenizer of an `export --format hf` directory, a checkpoint "
+                  "or a run directory (fresh optimizer and schedule)");
+  cmd->add_flag("--overwrite", req->overwrite,
+                "Start over in a run directory that holds checkpoints (deletes them and its metrics)");
+  cmd->callback([req, cmd] {
+    if (cmd->count("--run-dir") > 0 && req->run_dir.empty())
+      throw Error("--run-dir is empty: name a directory (or leave the option out to use train.run_dir)");
     const int code = train::run_training(*req);
     if (code != 0) throw CLI::RuntimeError(code);
   });

@@ -4,6 +4,7 @@
 // user errors (roformer::Error) into one log line and a non-zero exit, without a stack trace.
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 
@@ -12,6 +13,9 @@
 #include "core/logging.h"
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) write() raises SIGXFSZ, which would kill the process without a
+  // word; ignored, the write fails with EFBIG and the error is reported like a full disk.
+  std::signal(SIGXFSZ, SIG_IGN);
   roformer::setup_logging(std::getenv("ROFORMER_LOG_LEVEL") ? std::getenv("ROFORMER_LOG_LEVEL") : "info");
   CLI::App app{"roformer: masked-language-model pretraining of RoFormer encoders (LibTorch)"};
   app.set_version_flag("--version", std::string("roformer ") + ROFORMER_VERSION);

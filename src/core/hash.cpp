@@ -1,3 +1,4 @@
+// 64-bit content hashes (Hasher, file_checksum) for manifests and fingerprints; see hash.h.
 #include "core/hash.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// Console and run-log sinks through spdlog, with the per-rank level and prefix; see logging.h.
 #include "core/logging.h"
 
 #include <algorithm>

@@ -105,10 +105,12 @@ class SequenceBuilder {
   // One batch from (sequence index, mask epoch key) pairs; masks keyed by (seed, epoch key, index).
   Batch build(const std::vector<std::pair<int64_t, uint64_t>>& rows, uint64_t seed, Scratch& scratch) const {
     const int64_t B = static_cast<int64_t>(rows.size()), T = options_.max_seq_len;
+    // Page-locked: what the step copies to the device. labels (B, T) stay on the host (the step
+    // sends only pred_positions and pred_labels), so they are never pinned.
     auto opts = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(pin_);
     Batch batch;
-    batch.input_ids = torch::empty({B, T}, opts);  // (B, T)
-    batch.labels = torch::empty({B, T}, opts);     // (B, T)
+    batch.input_ids = torch::empty({B, T}, opts);                 // (B, T)
+    batch.labels = torch::empty({B, T}, opts.pinned_memory(false));  // (B, T)
     int64_t* ids = batch.input_ids.data_ptr<int64_t>();
     int64_t* labels = batch.labels.data_ptr<int64_t>();
     std::fill(labels, labels + B * T, kIgnore);
@@ -246,7 +248,7 @@ LoaderOptions loader_options_from_config(const config::Config& config, int64_t b
   o.seed = config.train.seed;
   o.num_workers = config.data.num_workers;
   o.prefetch = config.data.prefetch;
-  o.pin_memory = config.train.device != "cpu";
+  o.pin_memory = false;  // set by whoever has chosen the device (pinning before that binds device 0)
   o.masking = config.masking;
   return o;
 }

@@ -36,7 +36,7 @@ struct LoaderOptions {
   int64_t seed = 0;
   int64_t num_workers = 2;       // background builders; 0 builds synchronously in next()
   int64_t prefetch = 4;          // batches built ahead
-  bool pin_memory = false;       // page-locked batches (only when CUDA is available)
+  bool pin_memory = false;       // page-locked input_ids, attention_mask, pred_* (only when CUDA is available)
   config::MaskingConfig masking;
   // Data parallelism: the global stream is cut into global batches of world_size * batch_size
   // sequences and rank r serves rows [r*B, (r+1)*B) of each, so the ranks' batches concatenated in
@@ -45,8 +45,8 @@ struct LoaderOptions {
   int64_t world_size = 1;  // W, data-parallel processes
 };
 
-// batch_size is the micro-batch; the rest comes from data.*, masking.* and train.seed
-// (pin_memory unless train.device is cpu).
+// batch_size is the micro-batch; the rest comes from data.*, masking.* and train.seed. pin_memory is
+// false: the caller sets it once the device is chosen and bound (core::select_device).
 LoaderOptions loader_options_from_config(const config::Config& config, int64_t batch_size /*micro-batch*/);
 
 struct Batch {

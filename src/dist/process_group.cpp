@@ -152,7 +152,11 @@ void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::s
   if (!work) return;
   bool done = false;
   try {
-    done = work->wait(options_.timeout);
+    // NCCL: wait() without a timeout only makes the current stream wait for the collective's
+    // stream, so the host runs on (with a timeout it would block and poll this thread until the
+    // collective finishes: a host sync per all-reduce). The backend's watchdog enforces
+    // distributed.timeout_s instead (Options::timeout). Gloo completes on the host: bounded here.
+    done = backend_name_ == "nccl" ? work->wait() : work->wait(options_.timeout);
   } catch (const std::exception& e) {
     fail(what, e.what());
   }

@@ -49,7 +49,9 @@ class ProcessGroup {
   void all_reduce_sum(torch::Tensor& tensor, const std::string& what = "all_reduce");
   // In-place sum started now; finish it with wait(). Returns null for a world of one.
   c10::intrusive_ptr<c10d::Work> all_reduce_sum_async(torch::Tensor& tensor);
-  // Waits for `work` (bounded by the timeout); throws roformer::Error naming the failed rank.
+  // Waits for `work`; throws roformer::Error naming the failed rank. Gloo: the host blocks, bounded
+  // by the timeout. NCCL: the current stream waits (the host does not), and NCCL's watchdog aborts a
+  // collective that outlives the timeout.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what);
 
   // In-place: every rank receives root's values.

@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "model/checkpoint.h"
+#include "model/recompute.h"
 #include "model/rotary.h"
 
 namespace roformer::model {
@@ -98,6 +98,27 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
   return context.transpose(1, 2).reshape({B, T, H});
 }
 
+std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype,
+                                                         const torch::Device& device, bool padded) const {
+  if (options_.attention() == "linear") return "linear (no SDPA)";
+  const int64_t B = batch, T = seq_len, N = options_.num_heads(), D = options_.hidden_size() / N;
+  auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  // As in forward: q and k are the (contiguous) rotary outputs, v a transposed view of the projection.
+  auto q = torch::empty({B, N, T, D}, opts), k = torch::empty({B, N, T, D}, opts);
+  auto v = torch::empty({B, T, N, D}, opts).transpose(1, 2);
+  std::optional<at::Tensor> mask;
+  if (padded) mask = torch::ones({B, 1, 1, T}, opts.dtype(torch::kBool));
+  const double p = is_training() ? options_.attention_dropout() : 0.0;
+  switch (at::_fused_sdp_choice(q, k, v, mask, p)) {  // sdp::SDPBackend
+    case 0: return "math";
+    case 1: return "flash";
+    case 2: return "efficient";
+    case 3: return "cudnn";
+    case 4: return "overrideable";
+    default: return "none";
+  }
+}
+
 // ---- Encoder layer --------------------------------------------------------------------------------
 RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options) : options_(options) {
   const int64_t H = options.hidden_size(), I = options.intermediate_size();
@@ -143,8 +164,8 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options) : optio
 
 torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   auto [sin_pos, cos_pos] = rotary_sin_cos(embed_positions, x.size(1));  // (T, D) each
-  sin_pos = sin_pos.to(x.dtype());
-  cos_pos = cos_pos.to(x.dtype());
+  sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
+  cos_pos = cos_pos.to(rotary_dtype(x));
   const bool checkpoint = options_.gradient_checkpointing() && is_training() && torch::GradMode::is_enabled();
   auto h = x;
   for (const auto& module : *layers) {

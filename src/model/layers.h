@@ -48,6 +48,12 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
 
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  // (H, H) each
 
+  // The scaled-dot-product-attention kernel that forward picks for a (B, T) batch of `dtype` on
+  // `device` (padded: with a key mask): "flash", "efficient", "cudnn", "math", "overrideable" or
+  // "linear (no SDPA)". Asks LibTorch's own selector with tensors laid out as forward's q, k, v.
+  std::string attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype, const torch::Device& device,
+                                bool padded) const;
+
  private:
   torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) const;
   RoFormerOptions options_;

@@ -72,6 +72,16 @@ void validate_options(const RoFormerOptions& o) {
     bad("rotary_impl must be elementwise or matrix, got " + o.rotary_impl());
 }
 
+void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
+  TORCH_CHECK(input_ids.is_cpu(), "check_token_ids reads a host tensor, got one on ", input_ids.device());
+  if (input_ids.numel() == 0) return;
+  auto [lo, hi] = torch::aminmax(input_ids);
+  const int64_t min_id = lo.item<int64_t>(), max_id = hi.item<int64_t>();
+  if (min_id < 0 || max_id >= vocab_size)
+    throw Error("token id " + std::to_string(max_id >= vocab_size ? max_id : min_id) + " outside the vocabulary [0, " +
+                std::to_string(vocab_size) + ") (does the tokenizer match model.vocab_size?)");
+}
+
 RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options) : options_(options) {
   validate_options(options_);
   auto roformer = register_module("roformer", std::make_shared<torch::nn::Module>());
@@ -114,14 +124,8 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
     throw Error("sequence length " + std::to_string(T) + " exceeds model.max_position_embeddings " +
                 std::to_string(options_.max_position_embeddings()) +
                 " (lower data.max_seq_len or raise model.max_position_embeddings)");
-  if (input_ids.numel() > 0) {
-    auto [lo, hi] = torch::aminmax(input_ids);
-    const int64_t min_id = lo.item<int64_t>(), max_id = hi.item<int64_t>();
-    if (min_id < 0 || max_id >= options_.vocab_size())
-      throw Error("token id " + std::to_string(max_id >= options_.vocab_size() ? max_id : min_id) +
-                  " outside the vocabulary [0, " + std::to_string(options_.vocab_size()) +
-                  ") (does the tokenizer match model.vocab_size?)");
-  }
+  // No read back from an accelerator here: callers check their host batch before the copy.
+  if (input_ids.is_cpu()) check_token_ids(input_ids, options_.vocab_size());
   if (token_type_ids.defined())
     TORCH_CHECK(token_type_ids.sizes() == input_ids.sizes(), "token_type_ids must be (B, T) like input_ids");
 
@@ -131,7 +135,10 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
     TORCH_CHECK(attention_mask.sizes() == input_ids.sizes(), "attention_mask must be (B, T) like input_ids, got ",
                 attention_mask.sizes());
     auto keep = attention_mask.to(torch::kBool);  // (B, T)
-    if (!keep.all().item<bool>()) {
+    // On the host an all-token mask is dropped so the fused attention kernels run. On a device that
+    // test would read back (a host sync per forward), so there a defined mask means padding: the
+    // loader leaves it undefined for batches without any.
+    if (!keep.is_cpu() || !keep.all().item<bool>()) {
       // A row with no token at all would mask every key, and SDPA backends disagree on softmax
       // over nothing (zeros on CPU, NaN in some kernels, which then leaks into the gradients as
       // 0 * NaN). Let such rows attend everywhere instead, as HF's additive finfo.min mask does;
@@ -178,7 +185,8 @@ std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::hf_n
   return out;
 }
 
-void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors) {
+std::vector<std::string> RoFormerForMaskedLMImpl::hf_state_dict_problems(
+    const std::map<std::string, torch::Tensor>& tensors) const {
   const std::set<std::string> optional = {kDecoderWeight, kDecoderBias, kPositions};
   std::vector<std::string> problems;
   std::map<std::string, torch::Tensor> expected;
@@ -194,12 +202,19 @@ void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, tor
                          (t.defined() ? shape_str(t) : std::string("undefined")));
     }
   }
+  return problems;
+}
+
+void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors) {
+  const auto problems = hf_state_dict_problems(tensors);
   if (!problems.empty()) {
     std::string msg = "cannot load Hugging Face RoFormerForMaskedLM weights (" + std::to_string(problems.size()) +
                       " problem(s); does the checkpoint match the model config?):";
     for (const auto& p : problems) msg += "\n  " + p;
     throw Error(msg);
   }
+  std::map<std::string, torch::Tensor> expected;
+  for (auto& [name, t] : hf_named_parameters()) expected.emplace(name, t);
   torch::NoGradGuard no_grad;
   for (const auto& [name, t] : tensors) {
     // The aliases hold the same tensors as their primary keys; copy the primary when both exist.
@@ -207,6 +222,14 @@ void RoFormerForMaskedLMImpl::load_hf_state_dict(const std::map<std::string, tor
     if (name == kDecoderBias && tensors.count(kHeadBias)) continue;
     expected.at(name).copy_(t);
   }
+}
+
+std::string RoFormerForMaskedLMImpl::attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype,
+                                                       bool padded) const {
+  if (encoder->layers->size() == 0) return "none (no layers)";
+  auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(encoder->layers->ptr(0));
+  return layer->self_attention->attention_backend(batch, seq_len, dtype, embeddings->word_embeddings->weight.device(),
+                                                  padded);
 }
 
 int64_t RoFormerForMaskedLMImpl::num_parameters() const {

@@ -20,13 +20,19 @@
 
 namespace roformer::model {
 
+// Throws roformer::Error when an id of input_ids (a host tensor) is outside [0, vocab_size). The
+// forward runs it only on CPU inputs; callers running the model on an accelerator check their host
+// batch with it before the copy, so the forward never reads back from the device.
+void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size);
+
 class RoFormerForMaskedLMImpl : public torch::nn::Module {
  public:
   explicit RoFormerForMaskedLMImpl(const RoFormerOptions& options);
 
   // Encoder output (B, T, H). attention_mask: (B, T) int64/bool, 1 = token, 0 = padding, or
-  // undefined (no padding). token_type_ids: (B, T) int64 or undefined (zeros).
-  // Throws roformer::Error for token ids outside [0, vocab_size) or T > max_position_embeddings.
+  // undefined (no padding); on an accelerator a defined mask is taken as padded (no read back).
+  // token_type_ids: (B, T) int64 or undefined (zeros). Throws roformer::Error for
+  // T > max_position_embeddings and, for CPU inputs, token ids outside [0, vocab_size).
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                        const torch::Tensor& token_type_ids = {});
   // Dense MLM logits (B, T, V).
@@ -37,6 +43,9 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
                                const torch::Tensor& pred_positions, const torch::Tensor& token_type_ids = {});
 
   const RoFormerOptions& options() const { return options_; }
+  // The attention kernel a (batch, seq_len) forward runs on this model's device with q/k/v in
+  // `dtype` (the autocast dtype under bf16/fp16); see RoFormerSelfAttention::attention_backend.
+  std::string attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype, bool padded) const;
 
   // Parameters under Hugging Face RoFormerForMaskedLM state_dict names, in HF's order. Tied tensors
   // appear under every HF key that holds them: cls.predictions.decoder.weight is the word embedding,
@@ -48,6 +57,9 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // (decoder.weight, decoder.bias) and embed_positions.weight are optional, as HF may drop them.
   // Throws roformer::Error listing missing/unexpected keys and shape mismatches.
   void load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors);
+  // What load_hf_state_dict would refuse, one line each ("missing key NAME", "unexpected key NAME",
+  // "shape mismatch for NAME: expected [model's shape], got [given shape]"); empty when it fits.
+  std::vector<std::string> hf_state_dict_problems(const std::map<std::string, torch::Tensor>& tensors) const;
   // Unique trainable parameters, tied weights counted once (excludes the rotary table buffer, which
   // HF stores as a frozen nn.Parameter and so counts in its num_parameters()).
   int64_t num_parameters() const;

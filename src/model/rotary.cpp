@@ -1,6 +1,7 @@
 // Rotary position embedding; see rotary.h for the formulas.
 #include "model/rotary.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 namespace roformer::model {
@@ -34,8 +35,14 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::stack({-odd, even}, -1).reshape_as(x);
 }
 
+torch::ScalarType rotary_dtype(const torch::Tensor& x) {
+  const auto type = x.device().type();
+  return at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type) : x.scalar_type();
+}
+
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
-  return x * cos_pos + rotate_half(x) * sin_pos;
+  const auto dtype = x.scalar_type();  // .to() is free when the encoder already cast the tables
+  return x * cos_pos.to(dtype) + rotate_half(x) * sin_pos.to(dtype);
 }
 
 torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {

@@ -25,7 +25,13 @@ std::pair<torch::Tensor, torch::Tensor> rotary_sin_cos(const torch::Tensor& tabl
 // [-x1, x0, -x3, x2, ...] along the last dimension.
 torch::Tensor rotate_half(const torch::Tensor& x);
 
-// x: (..., T, D); sin_pos, cos_pos: (T, D). Element-wise form; no rotation matrix is built.
+// The dtype the (T, D) tables take for an encoder input x: under autocast on x's device the query
+// and key projections return the autocast dtype (bf16/fp16), so the tables take that dtype; float32
+// tables would promote the rotated q and k (and the backward) back to float32.
+torch::ScalarType rotary_dtype(const torch::Tensor& x);
+
+// x: (..., T, D); sin_pos, cos_pos: (T, D). Element-wise form; no rotation matrix is built. The
+// result has x's dtype (the tables are cast to it if they differ).
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
 
 // The naive reference: builds the block-diagonal rotation matrices R_m (T, D, D) and computes

@@ -22,12 +22,8 @@ struct LoadedCheckpoint {
 };
 
 // `path` is a checkpoint directory (RUN/checkpoints/step_N) or a run directory (then its newest
-// complete checkpoint). Throws roformer::Error saying what is wrong: not found, incomplete,
-// corrupt (which file), or weights that do not fit the config.
-std::string resolve_checkpoint_dir(const std::string& path);
+// complete checkpoint: train::resolve_checkpoint_dir). Throws roformer::Error saying what is wrong:
+// not found, incomplete, corrupt (which file), or weights that do not fit the config.
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device);
-
-// auto | cpu | cuda | cuda:N -> a device; a CUDA device without CUDA is an error.
-torch::Device pick_device(const std::string& name);
 
 }  // namespace roformer::tools

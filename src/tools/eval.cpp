@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "data/corpus.h"
 #include "data/loader.h"
@@ -20,13 +21,6 @@
 
 namespace roformer::tools {
 namespace fs = std::filesystem;
-
-torch::Device pick_device(const std::string& name) {
-  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  if (name != "cpu" && !torch::cuda::is_available())
-    throw Error(fmt::format("--device {} asked for, but no CUDA device is available; use --device cpu", name));
-  return torch::Device(name);
-}
 
 namespace {
 
@@ -57,7 +51,7 @@ class TempPrepared {
 }  // namespace
 
 int run_eval(const EvalRequest& req) {
-  const torch::Device device = pick_device(req.device);
+  const torch::Device device = core::select_device(req.device, "--device");
   auto ck = load_checkpoint(req.checkpoint, device);
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())
@@ -77,6 +71,7 @@ int run_eval(const EvalRequest& req) {
   if (req.mask_prob > 0) cfg.masking.mask_prob = req.mask_prob;
   auto opts = data::loader_options_from_config(cfg, req.batch_size);
   opts.num_workers = 0;
+  opts.pin_memory = device.is_cuda();
   const int64_t max_seq = req.max_sequences > 0 ? req.max_sequences : std::numeric_limits<int64_t>::max();
   auto batches = data::make_eval_batches(corpus, opts, max_seq, req.batch_size, req.seed);
   if (batches.empty())

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "tools/checkpoint_loader.h"
+#include "tools/hf_tokenizer.h"
 #include "train/checkpoint_store.h"
 
 namespace roformer::tools {
@@ -44,9 +45,92 @@ void check_export_dir(const std::string& out_dir, bool force) {
                             out_dir));
   if (fs::directory_iterator(out, ec) != fs::directory_iterator() && !force)
     throw Error(fmt::format("--out {} is not empty; export into a new or empty directory, or pass --force to "
-                            "replace config.json, model.safetensors and spiece.model there", out_dir));
+                            "replace the export's files there", out_dir));
 }
 
+// The checkpoint's last "eval" record of metrics.jsonl (null when the run never evaluated).
+nlohmann::json last_eval_record(const std::string& checkpoint_dir) {
+  std::ifstream in(fs::path(checkpoint_dir) / "metrics.jsonl");
+  nlohmann::json last;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (rec.is_object() && rec.value("type", "") == "eval") last = rec;
+  }
+  return last;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "`" : ", `") + s + "`";
+  return out.empty() ? "none" : out;
+}
+
+// README.md: what was trained, how far, how well, and the lines that load it.
+std::string model_card(const LoadedCheckpoint& ck, const std::string& out_dir, const nlohmann::json& tokenizer) {
+  const auto& c = ck.config;
+  const auto& o = ck.model->options();
+  const auto eval = last_eval_record(ck.dir);
+  const std::string accuracy =
+      eval.is_null() ? "not measured (the run had no validation data)"
+                     : fmt::format("**{:.4f}** (top-5 {:.4f}, loss {:.4f}, perplexity {:.2f}) at step {}, on {} masked "
+                                   "tokens of {}", eval.value("accuracy", 0.0), eval.value("top5_accuracy", 0.0),
+                                   eval.value("loss", 0.0), eval.value("perplexity", 0.0), eval.value("step", 0),
+                                   eval.value("n_predicted", 0), join(c.data.valid_files));
+  static const char* const kCard = R"md(---
+library_name: transformers
+pipeline_tag: fill-mask
+tags: [roformer, fill-mask]
+---
+
+# RoFormer masked language model
+
+A RoFormer encoder (rotary position embeddings) pretrained with masked language modelling by
+`roformer`, exported with `roformer export --format hf` from `{dir}`.
+
+## Load it
+
+```python
+from transformers import AutoTokenizer, RoFormerForMaskedLM
+tokenizer = AutoTokenizer.from_pretrained("{out}")
+model = RoFormerForMaskedLM.from_pretrained("{out}")
+```
+
+or `pipeline("fill-mask", model="{out}")("The [MASK] of the city.")`. The tokenizer
+(`tokenizer.json`) is the SentencePiece model `spiece.model` converted for Hugging Face
+`tokenizers`: it needs no package beyond `transformers`. To continue pretraining on your own text:
+`roformer train -c CONFIG --init-from {out}`.
+
+## Training
+
+| | |
+|---|---|
+| steps | {steps} |
+| tokens seen | {tokens} |
+| training files | {train} |
+| validation MLM accuracy (last evaluation) | {accuracy} |
+| model | {layers} layers, hidden {hidden}, {heads} heads, feed-forward {ffn}, embedding {emb}, {params} parameters |
+| tokenizer | SentencePiece {tok_type}, {vocab} pieces; [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 |
+| masking | {mask_prob} of the tokens{wwm} |
+
+## Config
+
+The resolved `roformer` config of the run:
+
+```yaml
+{yaml}```
+)md";
+  return fmt::format(
+      fmt::runtime(kCard),
+      fmt::arg("dir", ck.dir), fmt::arg("out", out_dir), fmt::arg("steps", ck.state.value("step", int64_t{0})),
+      fmt::arg("tokens", ck.state.value("tokens_seen", int64_t{0})), fmt::arg("train", join(c.data.train_files)),
+      fmt::arg("accuracy", accuracy), fmt::arg("layers", o.num_layers()), fmt::arg("hidden", o.hidden_size()),
+      fmt::arg("heads", o.num_heads()), fmt::arg("ffn", o.intermediate_size()), fmt::arg("emb", o.embedding_size()),
+      fmt::arg("params", ck.model->num_parameters()), fmt::arg("tok_type", tokenizer["model"]["type"].get<std::string>()),
+      fmt::arg("vocab", o.vocab_size()), fmt::arg("mask_prob", c.masking.mask_prob),
+      fmt::arg("wwm", c.masking.whole_word ? ", whole words" : ""), fmt::arg("yaml", config::to_yaml(c)));
+}
 }  // namespace
 
 void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
@@ -64,6 +148,11 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
     throw Error(fmt::format("this model uses model.rotary_base {}; Hugging Face's RoFormer hard-codes 10000, so "
                             "export is refused", m.rotary_base));
   const auto& o = ck.model->options();
+  HfTokenizerOptions tok_options;
+  tok_options.model_max_length = o.max_position_embeddings();
+  tok_options.type_vocab_size = std::max<int64_t>(1, o.type_vocab_size());
+  // Built before anything is written: a tokenizer that cannot be converted refuses the export.
+  const auto tokenizer = hf_tokenizer_json(ck.tokenizer->model_path(), tok_options);
   nlohmann::json config = {
       {"architectures", {"RoFormerForMaskedLM"}},
       {"model_type", "roformer"},
@@ -103,8 +192,12 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   fs::copy_file(fs::path(ck.dir) / "tokenizer.model", fs::path(out_dir) / "spiece.model",
                 fs::copy_options::overwrite_existing, ec);
   if (ec) throw Error(fmt::format("cannot copy the tokenizer into '{}': {}", out_dir, ec.message()));
-  spdlog::info("exported {} (step {}) to {}: config.json, model.safetensors ({} tensors), spiece.model", ck.dir,
-               ck.state.value("step", int64_t{0}), out_dir, unique.size());
+  write_hf_tokenizer(tokenizer, out_dir, tok_options);
+  train::write_file_atomic((fs::path(out_dir) / "README.md").string(), model_card(ck, out_dir, tokenizer));
+  spdlog::info("exported {} (step {}) to {}: config.json, model.safetensors ({} tensors), spiece.model, "
+               "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md", ck.dir,
+               ck.state.value("step", int64_t{0}), out_dir, unique.size(), o.vocab_size(),
+               tokenizer["model"]["type"].get<std::string>());
 }
 
 }  // namespace roformer::tools

@@ -1,6 +1,8 @@
 // `roformer export --format hf`: a directory that transformers.RoFormerForMaskedLM.from_pretrained
 // loads with no missing or unexpected keys: config.json (RoFormerConfig), model.safetensors
-// (Hugging Face parameter names) and the SentencePiece model.
+// (Hugging Face parameter names), the SentencePiece model (spiece.model, which `train --init-from`
+// takes back), its Hugging Face form for AutoTokenizer and pipeline("fill-mask") (tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json: tools/hf_tokenizer.h) and a model card (README.md).
 #pragma once
 
 #include <string>

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "data/text_reader.h"
 #include "tools/checkpoint_loader.h"
@@ -34,7 +35,7 @@ std::vector<int64_t> encode_with_masks(const data::Tokenizer& tok, const std::st
 }  // namespace
 
 int run_fill_mask(const FillMaskRequest& req) {
-  const torch::Device device = pick_device(req.device);
+  const torch::Device device = core::select_device(req.device, "--device");
   auto ck = load_checkpoint(req.checkpoint, device);
   std::vector<std::string> texts = req.texts;
   // Texts are checked as data files are: invalid UTF-8 would otherwise be tokenized as garbage (and

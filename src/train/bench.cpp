@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/config.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "model/flops.h"
@@ -31,27 +32,18 @@ namespace roformer::train {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-std::string cuda_device_name() {
-  // LibTorch's C++ API has no device-name call without the CUDA headers; nvidia-smi is always
-  // there on a CUDA machine.
-  std::string name;
-  if (FILE* pipe = popen("nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null", "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, pipe)) name += buf;
-    pclose(pipe);
-  }
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  return name;
-}
-
-}  // namespace
-
+// Dense (no sparsity) peaks from NVIDIA's data sheets, by the name the driver reports: the H100's
+// three form factors differ (SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
+// the H200 SXM matches the H100 SXM (its gain is memory) and the H200 NVL the H100 NVL. fp32 is
+// the non-tensor-core FP32 rate (LibTorch keeps TF32 off for matmuls by default).
 double known_peak_tflops(const std::string& name, const std::string& precision) {
   const bool half = precision == "bf16" || precision == "fp16";
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("H100") || has("H200") || has("GH200")) return half ? 989.0 : 67.0;  // SXM dense
+  if (has("H100") || has("H200") || has("GH200")) {
+    if (has("PCIe")) return half ? 756.0 : 51.0;
+    if (has("NVL")) return half ? 835.0 : 60.0;
+    return half ? 989.0 : 67.0;  // SXM (H100 SXM5, H200 SXM, GH200)
+  }
   if (has("A100")) return half ? 312.0 : 19.5;
   return 0.0;
 }
@@ -86,8 +78,8 @@ int run_train_benchmark(const TrainBenchOptions& o) {
                trainer.device().str(), cfg.train.precision, o.synthetic ? "synthetic" : "prepared");
   for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/true);
   if (cuda) {
-    torch::cuda::synchronize();
-    at::accelerator::resetPeakStats(trainer.device().index());
+    core::synchronize(trainer.device());
+    at::accelerator::resetPeakStats(trainer.device().index());  // the device resolved with its index
   }
 
   using Clock = std::chrono::steady_clock;
@@ -109,7 +101,7 @@ int run_train_benchmark(const TrainBenchOptions& o) {
     phases.backward += last.timings.backward;
     phases.optimizer += last.timings.optimizer;
   }
-  if (cuda) torch::cuda::synchronize();
+  if (cuda) core::synchronize(trainer.device());
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!last.finite) throw Error(fmt::format("bench: non-finite loss ({}) or gradient norm ({})", last.loss, last.grad_norm));
 
@@ -123,7 +115,7 @@ int run_train_benchmark(const TrainBenchOptions& o) {
       o.dense_head ? sequences * c.data.max_seq_len : static_cast<int64_t>(std::llround(mean_pred)));
   const double step_s = seconds / static_cast<double>(o.steps);
   const double tflops = flops / step_s / 1e12;
-  const std::string device_name = cuda ? cuda_device_name() : "cpu";
+  const std::string device_name = core::device_name(trainer.device());  // the device used, not device 0
   double peak = o.peak_tflops;
   std::string peak_source = peak > 0 ? "--peak-tflops" : "";
   if (peak <= 0 && cuda) {
@@ -143,6 +135,15 @@ int run_train_benchmark(const TrainBenchOptions& o) {
     peak_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
     memory_kind = "process peak RSS";
   }
+  // The attention kernel of the measured batches: q/k/v in the autocast dtype, padded only with
+  // per-document packing of real data (the loader leaves full and synthetic batches unpadded).
+  const auto qkv_dtype = c.train.precision == "bf16"   ? torch::kBFloat16
+                         : c.train.precision == "fp16" ? torch::kHalf
+                                                       : torch::kFloat32;
+  std::string attention = trainer.model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, false);
+  if (!o.synthetic && c.data.packing == "document")
+    attention += " (padded batches: " +
+                 trainer.model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, true) + ")";
   // Per-step times (min, phase breakdown) are exact only when every step ends synchronized.
   const bool per_step_valid = !cuda || o.breakdown;
 
@@ -153,6 +154,7 @@ int run_train_benchmark(const TrainBenchOptions& o) {
               {"rotary", o.rotary},
               {"head", o.dense_head ? "dense" : "sparse"},
               {"fused_adamw", trainer.uses_fused_adamw()},
+              {"attention_backend", attention},
               {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
               {"batch_size", c.train.batch_size},
               {"grad_accum", c.train.grad_accum},
@@ -205,6 +207,7 @@ int run_train_benchmark(const TrainBenchOptions& o) {
     std::cout << fmt::format("| backward ms/step{} | {:.2f} |\n", note, 1000.0 * phases.backward / n);
     std::cout << fmt::format("| optimizer ms/step{} | {:.2f} |\n", note, 1000.0 * phases.optimizer / n);
   }
+  std::cout << fmt::format("| attention kernel | {} |\n", attention);
   std::cout << fmt::format("| model FLOPs/step | {:.4g} |\n", flops);
   std::cout << fmt::format("| achieved TFLOP/s | {:.3f} |\n", tflops);
   if (peak > 0)

@@ -1,6 +1,9 @@
+// Crash-safe checkpoint directories: atomic saves with a manifest, verification, listing, pruning;
+// see checkpoint_store.h.
 #include "train/checkpoint_store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -219,16 +223,43 @@ std::string find_valid_checkpoint_at_most(const std::string& checkpoints_dir, in
   return "";
 }
 
-void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last) {
+std::string resolve_checkpoint_dir(const std::string& path) {
+  if (!fs::exists(path))
+    throw Error(fmt::format("checkpoint '{}' does not exist; pass a checkpoint directory "
+                            "(RUN_DIR/checkpoints/step_N) or a run directory", path));
+  if (fs::exists(fs::path(path) / "manifest.json") || fs::exists(fs::path(path) / "trainer_state.json")) return path;
+  for (const auto& dir : {fs::path(path) / "checkpoints", fs::path(path)}) {
+    if (!list_checkpoints(dir.string()).empty()) {
+      std::vector<std::string> warnings;
+      auto found = find_latest_valid_checkpoint(dir.string(), &warnings);
+      if (found.empty())
+        throw Error(fmt::format("no complete, intact checkpoint under '{}': {}", path,
+                                warnings.empty() ? "" : warnings.front()));
+      // Never fall back silently: the figures would belong to another step than the user expects.
+      for (const auto& w : warnings) spdlog::warn("{}", w);
+      if (!warnings.empty())
+        spdlog::warn("using the older checkpoint {}: the newest one is damaged (`roformer inspect {}` shows why)",
+                     found, path);
+      return found;
+    }
+  }
+  throw Error(fmt::format("'{}' is neither a checkpoint (no manifest.json) nor a run directory with checkpoints", path));
+}
+
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep) {
   std::error_code ec;
   auto all = list_checkpoints(checkpoints_dir);
   for (const auto& entry : fs::directory_iterator(checkpoints_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    // Temporary directories left by killed processes.
-    if (name.rfind(".tmp-", 0) == 0 && entry.is_directory()) fs::remove_all(entry.path(), ec);
+    // Temporary directories (.tmp-step_N-PID) left by killed processes; never a live process's save.
+    if (name.rfind(".tmp-", 0) != 0 || !entry.is_directory()) continue;
+    const long pid = std::strtol(name.substr(name.rfind('-') + 1).c_str(), nullptr, 10);
+    if (pid > 0 && pid != static_cast<long>(::getpid()) && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
+    fs::remove_all(entry.path(), ec);
   }
-  if (static_cast<int64_t>(all.size()) <= keep_last) return;
-  for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) fs::remove_all(all[i], ec);
+  const std::string keep_name = keep.empty() ? "" : fs::path(keep).filename().string();
+  for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(keep_last, 1)) < all.size(); ++i)
+    if (fs::path(all[i]).filename().string() != keep_name) fs::remove_all(all[i], ec);
 }
 
 }  // namespace roformer::train

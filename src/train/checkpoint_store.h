@@ -68,8 +68,14 @@ std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std
 // The newest checkpoint that verifies and was saved at step <= max_step; "" when there is none.
 std::string find_valid_checkpoint_at_most(const std::string& checkpoints_dir, int64_t max_step);
 
-// Deletes all but the newest `keep_last` complete checkpoints, and stale temporary directories.
-void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last);
+// `path` is a checkpoint directory (RUN/checkpoints/step_N) or a run directory (then its newest
+// complete, intact checkpoint, with a warning for each newer one skipped). Throws roformer::Error
+// when it is neither or does not exist.
+std::string resolve_checkpoint_dir(const std::string& path);
+
+// Deletes all but the newest `keep_last` complete checkpoints (never `keep`, the one just written),
+// and temporary directories of processes that are no longer running.
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep = "");
 
 // Writes `text` to `path`, throwing roformer::Error when any byte cannot be written (full disk).
 void write_file_checked(const std::string& path, const std::string& text);

@@ -1,29 +1,10 @@
+// Masked-token evaluation over fixed batches; see evaluate.h.
 #include "train/evaluate.h"
-
-#include <ATen/autocast_mode.h>
 
 #include <chrono>
 #include <cmath>
 
 namespace roformer::train {
-
-AutocastScope::AutocastScope(torch::DeviceType device, const std::string& precision) : device_(device) {
-  if (precision == "fp32") return;
-  active_ = true;
-  prev_enabled_ = at::autocast::is_autocast_enabled(device);
-  prev_dtype_ = at::autocast::get_autocast_dtype(device);
-  at::autocast::set_autocast_dtype(device, precision == "fp16" ? at::kHalf : at::kBFloat16);
-  at::autocast::set_autocast_enabled(device, true);
-  at::autocast::increment_nesting();
-}
-
-AutocastScope::~AutocastScope() {
-  if (!active_) return;
-  // Leaving the outermost autocast region drops the cast-weight cache (fresh weights next step).
-  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  at::autocast::set_autocast_enabled(device_, prev_enabled_);
-  at::autocast::set_autocast_dtype(device_, prev_dtype_);
-}
 
 EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
                         const torch::Device& device, const std::string& precision) {
@@ -37,13 +18,14 @@ EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<dat
   torch::Tensor loss_sum = torch::zeros({}, opts), correct = torch::zeros({}, opts), correct5 = torch::zeros({}, opts);
   for (const auto& b : batches) {
     if (b.pred_positions.numel() == 0) continue;
+    if (!device.is_cpu()) model::check_token_ids(b.input_ids, model->options().vocab_size());  // host batch
     auto ids = b.input_ids.to(device, /*non_blocking=*/true);
     auto mask = b.attention_mask.defined() ? b.attention_mask.to(device, true) : torch::Tensor();
     auto pos = b.pred_positions.to(device, true);
     auto labels = b.pred_labels.to(device, true);  // (P,)
     torch::Tensor logits;
     {
-      AutocastScope autocast(device.type(), precision);
+      model::AutocastScope autocast(device.type(), precision);
       logits = model->forward_sparse(ids, mask, pos);  // (P, V)
     }
     logits = logits.to(torch::kFloat32);

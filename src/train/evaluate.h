@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "model/autocast.h"
 #include "model/roformer.h"
 
 namespace roformer::train {
@@ -26,20 +27,5 @@ struct EvalResult {
 // precision: fp32 | bf16 | fp16 (autocast on the device). Leaves the model in the mode it found.
 EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
                         const torch::Device& device, const std::string& precision);
-
-// RAII autocast scope for bf16/fp16 on the given device type; a no-op for fp32.
-class AutocastScope {
- public:
-  AutocastScope(torch::DeviceType device, const std::string& precision);
-  ~AutocastScope();
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  bool active_ = false;
-  torch::DeviceType device_;
-  bool prev_enabled_ = false;
-  at::ScalarType prev_dtype_ = at::kFloat;
-};
 
 }  // namespace roformer::train

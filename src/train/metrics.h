@@ -22,8 +22,4 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-// Keeps only the records whose "step" is <= max_step (used on resume, so the file reads as if the
-// run had never been interrupted). A missing file is left missing.
-void truncate_metrics(const std::string& path, int64_t max_step);
-
 }  // namespace roformer::train

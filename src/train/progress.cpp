@@ -1,3 +1,4 @@
+// Terminal progress: the live bar and the periodic log line; see progress.h.
 #include "train/progress.h"
 
 #include <unistd.h>

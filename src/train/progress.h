@@ -29,7 +29,6 @@ class ProgressReporter {
   void log_line(const ProgressStats& s);
   // Clears the bar so other log lines print cleanly.
   void clear();
-  bool bar() const { return bar_; }
 
  private:
   bool bar_ = false;

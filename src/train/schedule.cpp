@@ -1,3 +1,4 @@
+// Learning-rate schedules as pure functions of the step; see schedule.h.
 #include "train/schedule.h"
 
 #include <algorithm>

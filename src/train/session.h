@@ -23,6 +23,7 @@
 #include "dist/env.h"
 #include "model/roformer.h"
 #include "train/evaluate.h"
+#include "train/init_from.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
 
@@ -54,7 +55,6 @@ struct StepResult {
   bool skipped = false;   // fp16: step skipped for a non-finite gradient
   bool synced = true;     // false: a CUDA step without host sync; loss/accuracy/grad_norm not read back
   bool nonfinite_earlier = false;  // the non-finite value came from an earlier unsynced step
-  double data_seconds = 0;
   StepTimings timings;
 };
 
@@ -94,6 +94,8 @@ class Trainer {
   void setup_data();                        // tokenizer, prepared train/valid data, loader
   void use_synthetic_data(int64_t vocab_size);  // instead of setup_data(); model.vocab_size = vocab_size
   void set_variant(const StepVariant& variant) { variant_ = variant; }  // before setup_model_and_optimizer
+  // A new run from these weights and their tokenizer (--init-from); before run().
+  void set_init_source(const InitSource& source) { init_ = source; }
   void setup_model_and_optimizer();
   void set_sync_timings(bool sync) { sync_timings_ = sync; }
   // Tests only: CPU steps take the sync-free path that CUDA steps take (device-side clipping, the
@@ -129,6 +131,7 @@ class Trainer {
   config::Config cfg_;
   std::string run_dir_;
   std::string resume_dir_;
+  std::optional<InitSource> init_;
   std::string config_origin_;
   std::string ckpt_dir_;
   torch::Device device_{torch::kCPU};
@@ -158,6 +161,7 @@ class Trainer {
   double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
   int64_t good_steps_ = 0;
   int64_t last_saved_step_ = -1;
+  int64_t fault_nonfinite_step_ = -1;  // ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP (tests only)
   std::optional<EvalResult> last_eval_;
 };
 

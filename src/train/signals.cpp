@@ -1,3 +1,4 @@
+// SIGINT/SIGTERM as a stop request (the run saves and exits; a second signal kills); see signals.h.
 #include "train/signals.h"
 
 #include <atomic>
@@ -26,6 +27,5 @@ void install_stop_handlers() {
 
 bool stop_requested() { return g_signal.load() != 0; }
 int stop_signal() { return g_signal.load(); }
-void reset_stop_request() { g_signal.store(0); }
 
 }  // namespace roformer::train

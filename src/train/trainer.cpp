@@ -32,6 +32,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/config.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/logging.h"
@@ -51,6 +52,7 @@
 #include "train/metrics.h"
 #include "train/prepared_data.h"
 #include "train/progress.h"
+#include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/session.h"
 #include "train/signals.h"
@@ -100,15 +102,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-torch::Device resolve_device(const std::string& name) {
-  const bool cuda = torch::cuda::is_available();
-  if (name == "auto") return cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  if (name == "cpu") return torch::Device(torch::kCPU);
-  if (!cuda)
-    throw Error(fmt::format("train.device is '{}' but no CUDA device is available; set train.device: auto or cpu",
-                            name));
-  return torch::Device(name);
-}
 
 std::vector<torch::Tensor> get_rng_states() {
   std::vector<torch::Tensor> states;
@@ -193,7 +186,7 @@ void Trainer::setup_run_dir() {
 }
 
 void Trainer::setup_tokenizer() {
-  std::string path = cfg_.tokenizer.model;
+  std::string path = init_ ? adopt_init_tokenizer(*init_, cfg_, run_dir_) : cfg_.tokenizer.model;
   if (!resume_dir_.empty()) {
     // The checkpoint carries its tokenizer: the run continues with exactly that one.
     const std::string state_path = (fs::path(resume_dir_) / "trainer_state.json").string();
@@ -278,6 +271,7 @@ void Trainer::setup_model_and_optimizer() {
   params_.insert(params_.end(), no_decay.begin(), no_decay.end());
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
   fused_adamw_ = o.fused;  // the fused kernel exists for CUDA and CPU tensors
+  if (const char* at_step = std::getenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP")) fault_nonfinite_step_ = std::atoll(at_step);
 }
 
 // AdamW step. The portable path is torch::optim::AdamW. The fused path (optimizer.fused) runs
@@ -406,7 +400,7 @@ void Trainer::save_checkpoint(const std::string& reason) {
         write_file_checked(w.path("tokenizer.model"), read_text(tokenizer_->model_path()));
         write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? read_text(metrics_.path()) : "");
         final_dir = w.commit();
-        prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last);
+        prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last, final_dir);
       } catch (const c10::Error& e) {
         throw Error(fmt::format("saving the checkpoint at step {} failed: {} (the previous checkpoint is intact)",
                                 step_, e.what_without_backtrace()));
@@ -434,7 +428,9 @@ void Trainer::load_checkpoint(const std::string& dir) {
   step_ = state.step;
   try {
     model_->load_hf_state_dict(core::load_safetensors((fs::path(dir) / "model.safetensors").string()));
-    torch::load(*optimizer_, (fs::path(dir) / "optimizer.pt").string());
+    // Onto the run's device: train.device may change on resume (a CPU checkpoint resumed on CUDA or
+    // the reverse), and the portable AdamW needs its moments where the parameters are.
+    torch::load(*optimizer_, (fs::path(dir) / "optimizer.pt").string(), device_);
   } catch (const c10::Error& e) {
     throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
   }
@@ -500,7 +496,7 @@ StepResult Trainer::train_step(bool host_sync) {
   const bool cuda = device_.is_cuda();
   const bool fp16 = cfg_.train.precision == "fp16";
   auto phase_end = [&](Clock::time_point start, double& seconds) {
-    if (cuda && sync_timings_) torch::cuda::synchronize();
+    if (cuda && sync_timings_) core::synchronize(device_);
     const auto now = Clock::now();
     seconds += std::chrono::duration<double>(now - start).count();
     return now;
@@ -515,7 +511,6 @@ StepResult Trainer::train_step(bool host_sync) {
     r.tokens += micro.back().num_tokens;
   }
   t = phase_end(t, r.timings.data);
-  r.data_seconds = r.timings.data;
   r.stop = stop_requested();
   const bool distributed = world_size() > 1;
   if (distributed) {
@@ -542,13 +537,14 @@ StepResult Trainer::train_step(bool host_sync) {
     // Data parallel: only the last micro-batch's backward all-reduces (its hooks start the buckets).
     if (reducer_) reducer_->set_sync(i + 1 == micro.size());
     if (b.pred_positions.numel() == 0) continue;
+    if (!device_.is_cpu()) model::check_token_ids(b.input_ids, model_->options().vocab_size());  // host batch
     auto ids = b.input_ids.to(device_, cuda);  // non-blocking from pinned memory on CUDA
     auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, cuda) : torch::Tensor();
     auto pos = b.pred_positions.to(device_, cuda);
     auto labels = b.pred_labels.to(device_, cuda);
     torch::Tensor logits;
     {
-      AutocastScope autocast(device_.type(), cfg_.train.precision);
+      model::AutocastScope autocast(device_.type(), cfg_.train.precision);
       if (variant_.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
         logits = model_->forward(ids, mask).view({-1, model_->options().vocab_size()}).index_select(0, pos);
       else
@@ -569,6 +565,8 @@ StepResult Trainer::train_step(bool host_sync) {
     if (p.grad().defined()) grads.push_back(p.grad());
   if (fp16)
     for (auto& g : grads) g.mul_(1.0 / scale);
+  // Fault injection for the tests (tests/gpu): a non-finite gradient at one step (fp16: an overflow).
+  if (!grads.empty() && fault_nonfinite_step_ == step_ + 1) grads.front().fill_(INFINITY);
   torch::Tensor norm = torch::zeros({}, acc_opts.dtype(torch::kFloat32));
   if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
   if (!r.synced) {
@@ -656,8 +654,10 @@ void Trainer::run_eval() {
                   {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"seconds", r.seconds}});
 }
 
+// Resolves train.device once (CUDA always with its index) and makes it the process's current
+// device before anything allocates on it: pinned host memory, streams and synchronize follow it.
 void Trainer::setup_device() {
-  device_ = resolve_device(cfg_.train.device);
+  device_ = core::resolve_device(cfg_.train.device, "train.device");
   if (env_.distributed() && device_.is_cuda()) {  // each rank drives the GPU of its LOCAL_RANK
     const auto visible = static_cast<int>(torch::cuda::device_count());
     if (env_.local_rank >= visible)
@@ -665,6 +665,7 @@ void Trainer::setup_device() {
                               "process(es) per node (torchrun --nproc-per-node)", env_.local_rank, visible, visible));
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
   }
+  core::use_device(device_);
   if (cfg_.train.precision == "fp16" && !device_.is_cuda())
     throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
   if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
@@ -702,6 +703,7 @@ void Trainer::setup_data() {
   if (valid_corpus_) {
     auto eval_opts = data::loader_options_from_config(cfg_, cfg_.eval.batch_size);
     eval_opts.num_workers = 0;
+    eval_opts.pin_memory = device_.is_cuda();
     eval_batches_ = data::make_eval_batches(valid_corpus_, eval_opts, cfg_.eval.max_sequences, cfg_.eval.batch_size,
                                             cfg_.eval.seed);
   }
@@ -723,7 +725,8 @@ void Trainer::setup_distributed() {
 // stops the run with a message naming it instead of training something else.
 void Trainer::check_ranks_start_alike() {
   core::Hasher h;
-  const std::string resolved = config::to_yaml(cfg_) + "\nresume: " + resume_dir_;
+  const std::string resolved =
+      config::to_yaml(cfg_) + "\nresume: " + resume_dir_ + "\ninit-from: " + (init_ ? init_->dir : std::string());
   h.update(resolved.data(), resolved.size());
   const auto differ = dist::ranks_differing_from_rank0(*group_, h.digest(), "start-up check of the ranks' configs");
   if (!differ.empty())
@@ -736,8 +739,8 @@ void Trainer::check_ranks_start_alike() {
 int Trainer::run() {
   env_ = dist::detect_dist_env();
   set_log_rank(env_.rank);
+  setup_device();  // first: a device that does not exist leaves no run directory behind
   setup_run_dir();
-  setup_device();
   spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
   setup_distributed();
   if (world_size() > 1) check_ranks_start_alike();
@@ -749,6 +752,7 @@ int Trainer::run() {
     setup_data();  // ... the other ranks then find them there
   }
   setup_model_and_optimizer();
+  if (init_) load_init_weights(*init_, *model_);
   if (world_size() > 1) {
     dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
     if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
@@ -769,6 +773,10 @@ int Trainer::run() {
   } else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
   }
+  if (init_) {
+    spdlog::info("new run from the weights of {} {} (fresh optimizer and schedule)", init_->kind, init_->dir);
+    run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
+  }
 
   const int64_t total = cfg_.train.steps;
   const int64_t per_step = cfg_.train.batch_size * cfg_.train.grad_accum * world_size();
@@ -784,6 +792,7 @@ int Trainer::run() {
   double window_loss = 0, window_acc = 0;
   int64_t window_synced = 0;
   double last_loss = 0, last_acc = 0, last_grad_norm = 0;
+  int64_t last_synced_step = step_;  // a non-finite value found later arose after this step
   auto due = [&](int64_t every, int64_t step) { return (every > 0 && step % every == 0) || step == total; };
   while (step_ < total) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -797,10 +806,11 @@ int Trainer::run() {
     // learning rate) would fail again on resume. The advice names a checkpoint from before the failure.
     if (!r.finite && !r.skipped && r.nonfinite_earlier) {
       progress.clear();
-      const int64_t first_bad = std::max<int64_t>(1, step_ + 2 - cfg_.logging.every);
+      // The first possibly bad step started from the state saved at last_synced_step, so only a
+      // checkpoint from before that one can be resumed without replaying the failure.
       throw Error(fmt::format("non-finite loss or gradient norm between steps {} and {} (found at step {}; updates "
-                              "stopped at the first one). {}", first_bad, step_ + 1, step_ + 1,
-                              nonfinite_resume_advice(ckpt_dir_, run_dir_, first_bad - 1)));
+                              "stopped at the first one). {}", last_synced_step + 1, step_ + 1, step_ + 1,
+                              nonfinite_resume_advice(ckpt_dir_, run_dir_, last_synced_step - 1)));
     }
     if (!r.finite && !r.skipped) {
       progress.clear();
@@ -813,6 +823,7 @@ int Trainer::run() {
     window_seconds += dt;
     window_tokens += r.tokens;
     if (r.synced) {
+      last_synced_step = step_;  // the last step whose values were read back (and were finite)
       window_loss += r.loss;
       window_acc += r.accuracy;
       ++window_synced;
@@ -839,7 +850,7 @@ int Trainer::run() {
       if (main_rank()) metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
                       {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
                       {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step},
-                      {"tokens_seen", tokens_seen_}, {"data_wait_s", r.data_seconds}});
+                      {"tokens_seen", tokens_seen_}, {"data_wait_s", r.timings.data}});
       window_seconds = 0, window_tokens = 0, window_steps = 0, window_loss = 0, window_acc = 0, window_synced = 0;
     }
     if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == total) {
@@ -875,40 +886,47 @@ int Trainer::run() {
 }
 
 int run_training(const TrainRequest& request) {
+  const bool main_process = dist::detect_dist_env().rank == 0;
   set_log_rank(dist::detect_dist_env().rank);  // other ranks: warnings and errors only, from here on
   config::Config cfg;
   std::string origin;
-  std::string resume_dir;
   std::optional<config::Config> ckpt_cfg;
-  auto run_dir_of = [&](const config::Config& c) { return request.run_dir.empty() ? c.train.run_dir : request.run_dir; };
 
   if (!request.config_path.empty()) {
     cfg = config::load_config(request.config_path, request.overrides);
     origin = request.config_path;
+    if (!request.run_dir.empty()) cfg.train.run_dir = request.run_dir;
+    config::validate(cfg);  // before the run directory is created or locked
   }
-  if (!request.resume.empty()) {
-    if (request.resume == "auto") {
-      std::string run_dir = request.run_dir;
-      if (run_dir.empty() && !request.config_path.empty()) run_dir = cfg.train.run_dir;
-      if (run_dir.empty())
-        throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
-      std::vector<std::string> warnings;
-      resume_dir = find_latest_valid_checkpoint((fs::path(run_dir) / "checkpoints").string(), &warnings);
-      for (const auto& w : warnings) spdlog::warn("{}", w);
-      if (resume_dir.empty()) {
-        if (request.config_path.empty())
-          throw Error(fmt::format("--resume auto: no complete checkpoint in {}/checkpoints and no -c CONFIG to "
-                                  "start a new run", run_dir));
-        spdlog::info("--resume auto: no checkpoint in {} yet; starting a new run", run_dir);
-      }
-    } else {
-      resume_dir = request.resume;
-      auto check = verify_checkpoint(resume_dir);
-      if (!check.ok)
-        throw Error(fmt::format("cannot resume from {}: {}. `roformer train --resume auto` picks the newest "
-                                "complete checkpoint instead", resume_dir, check.problem));
-    }
+  std::optional<InitSource> init;
+  if (!request.init_from.empty()) {
+    if (!request.resume.empty())
+      throw Error("--init-from starts a new run and --resume continues one: pass one of them (a run started with "
+                  "--init-from continues with --resume auto alone)");
+    if (request.config_path.empty())
+      throw Error("--init-from needs a config for the new run: -c CONFIG (its model section must match the weights)");
+    init = find_init_source(request.init_from);
   }
+  if (request.config_path.empty() && request.resume.empty())
+    throw Error("roformer train needs a config: -c configs/tiny.yaml (or --resume with a run directory)");
+  // The run directory: --run-dir, else the config's, else (--resume PATH alone) the checkpoint's.
+  std::string run_dir = request.run_dir;
+  if (run_dir.empty() && !request.config_path.empty()) run_dir = cfg.train.run_dir;
+  if (run_dir.empty() && request.resume == "auto")
+    throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
+  if (run_dir.empty() && verify_checkpoint(request.resume).ok)
+    run_dir = config::parse_config(read_text((fs::path(request.resume) / "config.yaml").string()), {},
+                                   request.resume + "/config.yaml").train.run_dir;
+  // One process per run directory (rank 0 holds the lock for a data-parallel run), then the
+  // checkpoint to start from: docs/training.md "Run directories".
+  std::optional<RunDirLock> lock;
+  if (main_process && !run_dir.empty()) lock.emplace(run_dir);
+  CheckpointChoice choice;
+  choice.resume = request.resume;
+  choice.overwrite = request.overwrite;
+  choice.have_config = !request.config_path.empty();
+  const CheckpointPlan plan = plan_checkpoint(run_dir, choice);
+  const std::string& resume_dir = plan.resume;
   if (!resume_dir.empty()) {
     ckpt_cfg = config::parse_config(read_text((fs::path(resume_dir) / "config.yaml").string()), {},
                                     resume_dir + "/config.yaml");
@@ -941,9 +959,7 @@ int run_training(const TrainRequest& request) {
     }
     for (const auto& a : applied) spdlog::info("resume: applying config change {}", a);
   }
-  if (request.config_path.empty() && resume_dir.empty())
-    throw Error("roformer train needs a config: -c configs/tiny.yaml (or --resume with a run directory)");
-  if (!request.run_dir.empty()) cfg.train.run_dir = request.run_dir;
+  cfg.train.run_dir = run_dir;
   config::validate(cfg);
   if (!resume_dir.empty()) {  // a checkpoint past train.steps would otherwise end in a false "done"
     const std::string state_path = (fs::path(resume_dir) / "trainer_state.json").string();
@@ -955,7 +971,10 @@ int run_training(const TrainRequest& request) {
                               saved_step));
   }
   setup_logging(cfg.logging.level);
-  Trainer trainer(cfg, run_dir_of(cfg), resume_dir, origin);
+  if (init) check_init_architecture(*init, cfg);
+  if (main_process) carry_out(plan, run_dir);  // only rank 0 deletes or moves; every rank planned alike
+  Trainer trainer(cfg, run_dir, resume_dir, origin);
+  if (init) trainer.set_init_source(*init);
   return trainer.run();
 }
 

@@ -12,6 +12,8 @@ struct TrainRequest {
   std::vector<std::string> overrides;   // section.key=value
   std::string run_dir;                  // overrides train.run_dir when non-empty
   std::string resume;                   // "" (fresh run), "auto" (newest valid checkpoint in the run dir) or a path
+  bool overwrite = false;               // a fresh run may delete the run directory's checkpoints and metrics
+  std::string init_from;                // a new run from these weights and tokenizer (train/init_from.h)
 };
 
 // Runs (or resumes) a training run to completion, or until SIGINT/SIGTERM (then saves and returns 0).

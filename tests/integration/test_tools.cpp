@@ -1,15 +1,17 @@
-// eval, fill-mask, inspect and export through the CLI, on runs trained in the test itself.
+// eval, fill-mask, inspect and export through the CLI, on runs trained in the test itself. Pinned to
+// the CPU (--device cpu): batch-size invariance is exact there; tests/gpu has the CUDA variants.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
-#include "core/safetensors.h"
 #include "data/corpus.h"
 #include "data/loader.h"
+#include "hf_util.h"
 #include "run_dir_util.h"
 #include "test_util.h"
 #include "tools/checkpoint_loader.h"
@@ -47,7 +49,7 @@ class ToolsTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete tmp_; }
   static json eval_json(const std::string& args) {
-    auto r = run_roformer("eval --checkpoint " + run_ + " --json " + args);
+    auto r = run_roformer("eval --device cpu --checkpoint " + run_ + " --json " + args);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return last_json(r.output);
   }
@@ -115,30 +117,30 @@ TEST_F(ToolsTest, InspectReportsStateAndDamage) {
   auto bad = run_roformer("inspect " + copy);
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_NE(bad.output.find("DAMAGED: optimizer.pt has"), std::string::npos) << bad.output;
-  auto ev = run_roformer("eval --checkpoint " + copy);
+  auto ev = run_roformer("eval --device cpu --checkpoint " + copy);
   EXPECT_EQ(ev.exit_code, 1);
   EXPECT_NE(ev.output.find("is not usable: optimizer.pt"), std::string::npos) << ev.output;
-  auto missing = run_roformer("eval --checkpoint " + tmp_->str("nope"));
+  auto missing = run_roformer("eval --device cpu --checkpoint " + tmp_->str("nope"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("does not exist"), std::string::npos) << missing.output;
   // Incomplete: no manifest.
   fs::remove(copy + "/manifest.json");
-  auto incomplete = run_roformer("eval --checkpoint " + copy);
+  auto incomplete = run_roformer("eval --device cpu --checkpoint " + copy);
   EXPECT_EQ(incomplete.exit_code, 1);
   EXPECT_NE(incomplete.output.find("no manifest.json"), std::string::npos) << incomplete.output;
 }
 
 TEST_F(ToolsTest, FillMaskErrors) {
-  auto none = run_roformer("fill-mask --checkpoint " + run_ + " \"the red cat sees a dog.\"");
+  auto none = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"the red cat sees a dog.\"");
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.output.find("has no [MASK]"), std::string::npos) << none.output;
   std::string long_text;
   for (int i = 0; i < 40; ++i) long_text += "the red cat sees a dog. ";
-  auto too_long = run_roformer("fill-mask --checkpoint " + run_ + " \"" + long_text + "[MASK]\"");
+  auto too_long = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"" + long_text + "[MASK]\"");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.output.find("refused rather than truncated"), std::string::npos) << too_long.output;
   // stdin: one text per line, JSON records.
-  auto piped = run_command("printf 'the [MASK] cat.\\na red [MASK].\\n' | " + roformer_bin() + " fill-mask --json --top-k 2 --checkpoint " + run_);
+  auto piped = run_command("printf 'the [MASK] cat.\\na red [MASK].\\n' | " + roformer_bin() + " fill-mask --device cpu --json --top-k 2 --checkpoint " + run_);
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
   std::istringstream lines(piped.output);
   std::string line;
@@ -243,26 +245,39 @@ TEST_F(ToolsTest, ExportRoundTripThroughTransformers) {
   const std::string out = tmp_->str("hf");
   auto r = run_roformer("export --checkpoint " + run_ + " --format hf --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* f : {"config.json", "model.safetensors", "spiece.model"}) EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
-  // Our logits on inputs with padding.
-  auto ck = roformer::tools::load_checkpoint(run_, torch::Device(torch::kCPU));
-  torch::manual_seed(0);
-  auto ids = torch::randint(5, ck.tokenizer->vocab_size(), {3, 20}, torch::kInt64);
-  ids.index_put_({torch::indexing::Slice(), 0}, 2);
-  auto mask = torch::ones({3, 20}, torch::kInt64);
-  mask.index_put_({1, torch::indexing::Slice(12, torch::indexing::None)}, 0);
-  ids.index_put_({1, torch::indexing::Slice(12, torch::indexing::None)}, 0);
-  torch::Tensor logits;
-  {
-    torch::NoGradGuard g;
-    logits = ck.model->forward(ids, mask);
-  }
-  roformer::core::save_safetensors(tmp_->str("ref.safetensors"),
-                                   {{"input_ids", ids}, {"attention_mask", mask}, {"logits", logits.contiguous()}});
-  auto check = run_command(python() + " " + source_dir() + "/tests/python/check_hf_export.py " + out + " " +
-                           tmp_->str("ref.safetensors"));
+  for (const char* f : {"config.json", "model.safetensors", "spiece.model", "tokenizer.json", "tokenizer_config.json",
+                        "special_tokens_map.json", "README.md"})
+    EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
+  auto check = check_export_logits(run_, out, tmp_->str("ref.safetensors"));
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("no missing/unexpected keys"), std::string::npos) << check.output;
+}
+
+// pipeline("fill-mask", model=EXPORT) returns roformer fill-mask's top 5, probabilities within 1e-5.
+TEST_F(ToolsTest, ExportedModelFillsMasksAsRoformerDoes) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  const std::string out = tmp_->str("hf_fill");
+  ASSERT_EQ(run_roformer("export --checkpoint " + run_ + " --out " + out).exit_code, 0);
+  const std::string texts =
+      "The small [MASK] sees a dog near the house.\nA red cat likes the [MASK] under the tree.\n"
+      "Every old teacher [MASK] one boat behind the garden.\nThis bright child follows that horse [MASK] the city.\n"
+      "[MASK] quiet bird watches a window over the river.\nOne dark horse carries a book beside the [MASK].\n";
+  auto ours = run_command("printf '" + texts + "' | " + roformer_bin() + " fill-mask --json --top-k 5 --device cpu "
+                          "--checkpoint " + run_ + " 2>/dev/null");
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  write_file(tmp_->str("fill.jsonl"), ours.output);
+  auto check = run_command(python() + " " + source_dir() + "/tests/python/check_hf_fill_mask.py " + out + " " +
+                           tmp_->str("fill.jsonl") + " 1e-5");
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("same top-5 tokens for 6/6 texts"), std::string::npos) << check.output;
+  std::cout << check.output;  // the measured largest probability difference
+  // The model card says what was trained and how to load it.
+  const std::string card = read_file(out + "/README.md");
+  EXPECT_NE(card.find("| steps | 300 |"), std::string::npos) << card;
+  EXPECT_NE(card.find("| tokens seen | 153600 |"), std::string::npos) << card;
+  EXPECT_NE(card.find(tmp_->str("train.txt")), std::string::npos) << card;
+  EXPECT_NE(card.find("validation MLM accuracy (last evaluation) | **0."), std::string::npos) << card;
+  EXPECT_NE(card.find("AutoTokenizer.from_pretrained(\"" + out + "\")"), std::string::npos) << card;
 }
 
 TEST(ToolsExport, PreLayerNormIsRefused) {
@@ -299,7 +314,7 @@ TEST(ToolsFillMask, OverfitModelReturnsTheRightWord) {
              "logging:\n  every: 100\n  progress: plain\n");
   auto t = run_roformer("train -c " + tmp.str("o.yaml") + " --run-dir " + tmp.str("run"));
   ASSERT_EQ(t.exit_code, 0) << t.output;
-  auto r = run_command(roformer_bin() + " fill-mask --json --checkpoint " + tmp.str("run") +
+  auto r = run_command(roformer_bin() + " fill-mask --device cpu --json --checkpoint " + tmp.str("run") +
                        " \"a small [MASK] sings in the old tree.\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto rec = last_json(r.output);

@@ -464,7 +464,11 @@ TEST_F(LoaderTest, PinMemoryOnlyWithCuda) {
   LoaderOptions o = options();
   o.pin_memory = true;
   MlmLoader loader(corpus(), o);
-  EXPECT_EQ(loader.next().input_ids.is_pinned(), torch::cuda::is_available());
+  const Batch b = loader.next();
+  EXPECT_EQ(b.input_ids.is_pinned(), torch::cuda::is_available());
+  EXPECT_EQ(b.pred_positions.is_pinned(), torch::cuda::is_available());
+  EXPECT_EQ(b.pred_labels.is_pinned(), torch::cuda::is_available());
+  EXPECT_FALSE(b.labels.is_pinned()) << "labels stay on the host: pinning them wastes page-locked memory";
 }
 
 TEST_F(LoaderTest, BadOptions) {
@@ -486,7 +490,7 @@ TEST(LoaderConfig, OptionsFromConfig) {
   c.data.packing = "document";
   c.data.num_workers = 3;
   c.train.seed = 7;
-  c.train.device = "cpu";
+  c.train.device = "cuda";  // pinning is the caller's decision, made after the device is bound
   c.masking.whole_word = true;
   const LoaderOptions o = loader_options_from_config(c, 16);
   EXPECT_EQ(o.batch_size, 16);

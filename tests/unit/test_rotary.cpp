@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "model/autocast.h"
 #include "model/rotary.h"
 
 namespace {
@@ -114,3 +115,24 @@ TEST(Rotary, RejectsOddHeadDimAndTooLongSequences) {
 }
 
 }  // namespace
+
+TEST(Rotary, TablesFollowTheDtypeOfQueriesAndKeysUnderAutocast) {
+  // bf16 q with float32 tables would promote the rotation (and its backward) to float32.
+  auto [sin_pos, cos_pos] = rotary_sin_cos(rotary_table(16, 8), 16);  // float32
+  auto q = torch::randn({2, 3, 16, 8}).to(torch::kBFloat16);
+  auto rotated = apply_rotary(q, sin_pos, cos_pos);
+  EXPECT_EQ(rotated.scalar_type(), torch::kBFloat16);
+  // Same values as rotating in float32 with the tables rounded to bf16.
+  auto reference = apply_rotary(q.to(torch::kFloat32), sin_pos.to(torch::kBFloat16).to(torch::kFloat32),
+                                cos_pos.to(torch::kBFloat16).to(torch::kFloat32));
+  EXPECT_TRUE(torch::allclose(rotated.to(torch::kFloat32), reference, 1e-2, 1e-2));
+
+  // The encoder input is float32 (embedding LayerNorm); under bf16 autocast the projections give bf16.
+  auto x = torch::randn({2, 16, 32});
+  EXPECT_EQ(rotary_dtype(x), torch::kFloat32);
+  {
+    roformer::model::AutocastScope autocast(torch::kCPU, "bf16");
+    EXPECT_EQ(rotary_dtype(x), torch::kBFloat16);
+  }
+  EXPECT_EQ(rotary_dtype(x), torch::kFloat32);
+}

@@ -10,56 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "train/session.h"
+#include "train_step_util.h"
 
-namespace rc = roformer::config;
-namespace rtr = roformer::train;
+using namespace roformer::test;
 
 namespace {
 
-constexpr int64_t kVocab = 64;
-
-rc::Config tiny(bool fused, double grad_clip) {
-  return rc::parse_config("", {"model.hidden_size=32", "model.num_layers=2", "model.num_heads=2",
-                               "model.intermediate_size=64", "model.max_position_embeddings=64",
-                               "data.max_seq_len=32", "train.batch_size=4", "train.grad_accum=2",
-                               "train.precision=fp32", "train.device=cpu", "train.seed=3", "train.steps=100",
-                               "schedule.warmup_steps=0", "schedule.type=constant", "optimizer.lr=1e-2",
-                               "optimizer.fused=" + std::string(fused ? "true" : "false"),
-                               "optimizer.grad_clip=" + std::to_string(grad_clip)});
-}
-
-std::unique_ptr<rtr::Trainer> make_trainer(const rc::Config& cfg) {
-  auto t = std::make_unique<rtr::Trainer>(cfg, "", "", "test");
-  t->setup_device();
-  t->use_synthetic_data(kVocab);
-  t->setup_model_and_optimizer();
-  return t;
-}
-
-std::vector<torch::Tensor> snapshot(rtr::Trainer& t) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : t.model()->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-// Largest |a - b| over all parameters, after asserting allclose.
-double expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double rtol, double atol) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(a[i], b[i], rtol, atol)) << "parameter " << i;
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
-}
-
-double max_change(const std::vector<torch::Tensor>& before, const std::vector<torch::Tensor>& after) {
-  double worst = 0;
-  for (size_t i = 0; i < before.size(); ++i) worst = std::max(worst, (after[i] - before[i]).abs().max().item<double>());
-  return worst;
-}
+roformer::config::Config tiny(bool fused, double grad_clip) { return tiny_step_config(fused, grad_clip); }
 
 }  // namespace
 

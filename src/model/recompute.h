@@ -4,7 +4,9 @@
 // layer with grad enabled on a detached copy of the input and back-propagates through it
 // (re-entrant, like torch.utils.checkpoint(use_reentrant=True)). Dropout is reproduced exactly:
 // the CPU generator state (and the CUDA one of the input's device) is saved before the forward
-// and restored around the recomputation, then the caller's state is put back.
+// and restored around the recomputation, then the caller's state is put back. So is autocast: the
+// forward's autocast state (bf16/fp16 or off) is saved and re-entered for the recomputation, which
+// backward otherwise runs outside the caller's autocast region (as torch.utils.checkpoint does).
 // Limitations, as PyTorch's re-entrant variant: gradients reach the layer's parameters through
 // their .grad (use loss.backward(), not torch::autograd::grad on parameters), and the input must
 // require grad (always true after the trainable embeddings).

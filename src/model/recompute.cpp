@@ -1,11 +1,13 @@
-// Gradient checkpointing; see checkpoint.h.
-#include "model/checkpoint.h"
+// Gradient checkpointing (activation recomputation); see recompute.h.
+#include "model/recompute.h"
 
 #include <ATen/core/Generator.h>
 #include <torch/torch.h>
 
 #include <mutex>
+#include <optional>
 
+#include "model/autocast.h"
 #include "model/layers.h"
 
 namespace roformer::model {
@@ -31,15 +33,21 @@ void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
 }
 
 struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& mask,
+  // mask is optional: Function::apply refuses an undefined tensor argument (unpadded batches).
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const std::optional<torch::Tensor>& mask,
                                const torch::Tensor& sin_pos, const torch::Tensor& cos_pos, int64_t layer_address) {
     // Function::apply already disables grad mode here: no activations are kept.
     ctx->saved_data["layer"] = layer_address;
+    // The recompute runs in backward, outside the caller's autocast region: replay this state.
+    const auto autocast = autocast_state(x.device().type());
+    ctx->saved_data["autocast"] = autocast.enabled;
+    ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(autocast.dtype);
     ctx->saved_data["cpu_rng"] = get_rng_state(torch::kCPU);
     if (x.is_cuda()) ctx->saved_data["device_rng"] = get_rng_state(x.device());
-    ctx->save_for_backward({x, mask, sin_pos, cos_pos});
+    ctx->saved_data["mask"] = mask;  // no gradient; kept as is
+    ctx->save_for_backward({x, sin_pos, cos_pos});
     auto* layer = reinterpret_cast<RoFormerLayerImpl*>(layer_address);
-    return layer->forward(x, mask, sin_pos, cos_pos);
+    return layer->forward(x, mask.value_or(torch::Tensor()), sin_pos, cos_pos);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -58,7 +66,10 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     torch::Tensor out;
     {
       torch::AutoGradMode enable(true);
-      out = layer->forward(x, saved[1], saved[2], saved[3]);
+      AutocastScope autocast(device.type(), AutocastState{ctx->saved_data["autocast"].toBool(),
+                                                          static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt())});
+      const auto mask = ctx->saved_data["mask"].toOptional<torch::Tensor>();
+      out = layer->forward(x, mask.value_or(torch::Tensor()), saved[1], saved[2]);
     }
     set_rng_state(torch::kCPU, cpu_now);
     if (device.is_cuda()) set_rng_state(device, device_now);
@@ -74,7 +85,8 @@ torch::Tensor checkpointed_layer_forward(const std::shared_ptr<RoFormerLayerImpl
                                          const torch::Tensor& mask, const torch::Tensor& sin_pos,
                                          const torch::Tensor& cos_pos) {
   // The layer outlives the graph (it belongs to the model), so its address is enough to find it.
-  return CheckpointedLayer::apply(x, mask, sin_pos, cos_pos, reinterpret_cast<int64_t>(layer.get()));
+  return CheckpointedLayer::apply(x, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, sin_pos,
+                                  cos_pos, reinterpret_cast<int64_t>(layer.get()));
 }
 
 }  // namespace roformer::model

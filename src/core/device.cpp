@@ -1,0 +1,90 @@
+// Device names, binding and CUDA queries; see device.h. The CUDA-only calls (device properties,
+// sync-debug mode) are compiled when CMake finds a CUDA LibTorch (ROFORMER_WITH_CUDA); the rest uses
+// the device-generic accelerator API, so a CPU-only LibTorch builds this file too.
+#include "core/device.h"
+
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+#ifdef ROFORMER_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace roformer::core {
+
+c10::Device resolve_device(const std::string& name, const std::string& key) {
+  const bool cuda = torch::cuda::is_available();
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (name == "auto" && !cuda) return c10::Device(c10::kCPU);
+  std::optional<c10::Device> parsed;
+  if (name == "auto") {
+    parsed = c10::Device(c10::kCUDA);
+  } else {
+    try {
+      parsed = c10::Device(name);
+    } catch (const c10::Error&) {
+    }
+  }
+  if (!parsed || !parsed->is_cuda())
+    throw Error(fmt::format("{} is '{}': use auto, cpu, cuda or cuda:N", key, name));
+  if (!cuda)
+    throw Error(fmt::format("{} is '{}' but no CUDA device is available (LibTorch sees none); use auto or cpu",
+                            key, name));
+  const auto count = static_cast<int64_t>(torch::cuda::device_count());
+  if (!parsed->has_index()) return c10::Device(c10::kCUDA, at::accelerator::getDeviceIndex());
+  if (parsed->index() >= count)
+    throw Error(fmt::format("{} is '{}' but this machine has {} visible CUDA device(s) (cuda:0{}); pick one of "
+                            "them or check CUDA_VISIBLE_DEVICES", key, name, count,
+                            count > 1 ? fmt::format(" to cuda:{}", count - 1) : std::string()));
+  return *parsed;
+}
+
+void use_device(const c10::Device& device) {
+  if (device.is_cuda()) at::accelerator::setDeviceIndex(device.index());
+}
+
+c10::Device select_device(const std::string& name, const std::string& key) {
+  const auto device = resolve_device(name, key);
+  use_device(device);
+  return device;
+}
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+bool built_with_cuda() {
+#ifdef ROFORMER_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string device_name(const c10::Device& device) {
+  if (!device.is_cuda()) return "cpu";
+#ifdef ROFORMER_WITH_CUDA
+  return at::cuda::getDeviceProperties(device.index())->name;
+#else
+  return fmt::format("CUDA device {}", device.index());
+#endif
+}
+
+void set_cuda_sync_debug_mode(int mode) {
+#ifdef ROFORMER_WITH_CUDA
+  c10::cuda::warning_state().set_sync_debug_mode(static_cast<c10::cuda::SyncDebugMode>(mode));
+#else
+  (void)mode;
+  throw Error("this build has no CUDA support (CMake found a CPU-only LibTorch), so there is no sync-debug mode");
+#endif
+}
+
+}  // namespace roformer::core

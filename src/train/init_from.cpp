@@ -1,0 +1,191 @@
+// --init-from: finding the source, checking the config against its architecture, taking its
+// tokenizer and loading its weights (see init_from.h).
+#include "train/init_from.h"
+
+#include <filesystem>
+#include <fstream>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "data/tokenizer.h"
+#include "model/roformer.h"
+#include "train/checkpoint_store.h"
+
+namespace roformer::train {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kExportKind = "Hugging Face export";
+constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
+
+// config.json of `roformer export --format hf` (a RoFormerConfig) -> our model section. Hugging
+// Face's RoFormer is post-LayerNorm softmax attention with rotary base 10000, always.
+config::ModelConfig architecture_from_hf(const json& j, const std::string& file) {
+  auto get = [&](const char* key) -> const json& {
+    if (!j.contains(key))
+      throw Error(fmt::format("--init-from: {} has no \"{}\"; it is not a RoFormer config written by `roformer "
+                              "export --format hf`", file, key));
+    return j.at(key);
+  };
+  if (get("model_type") != "roformer")
+    throw Error(fmt::format("--init-from: {} describes a \"{}\" model; --init-from takes RoFormer exports only", file,
+                            j.at("model_type").dump()));
+  config::ModelConfig m;
+  m.vocab_size = get("vocab_size").get<int64_t>();
+  m.hidden_size = get("hidden_size").get<int64_t>();
+  m.num_layers = get("num_hidden_layers").get<int64_t>();
+  m.num_heads = get("num_attention_heads").get<int64_t>();
+  m.intermediate_size = get("intermediate_size").get<int64_t>();
+  m.embedding_size = j.value("embedding_size", m.hidden_size);
+  m.max_position_embeddings = get("max_position_embeddings").get<int64_t>();
+  m.type_vocab_size = get("type_vocab_size").get<int64_t>();
+  m.layer_norm_eps = get("layer_norm_eps").get<double>();
+  m.rotary_value = j.value("rotary_value", false);
+  const std::string act = get("hidden_act").get<std::string>();
+  if (act == "gelu") m.hidden_act = "gelu";
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") m.hidden_act = "gelu_tanh";
+  else if (act == "relu") m.hidden_act = "relu";
+  else throw Error(fmt::format("--init-from: {} has hidden_act \"{}\", which roformer does not implement (gelu, "
+                               "gelu_pytorch_tanh, relu)", file, act));
+  m.norm = "post";
+  m.attention = "softmax";
+  m.rotary_base = 10000.0;
+  return m;
+}
+
+InitSource export_source(const fs::path& dir) {
+  InitSource s;
+  s.dir = dir.string();
+  s.kind = kExportKind;
+  s.weights = (dir / "model.safetensors").string();
+  s.tokenizer_model = (dir / "spiece.model").string();
+  if (!fs::exists(s.tokenizer_model))
+    throw Error(fmt::format("--init-from: {} has no spiece.model, the SentencePiece model `roformer export` writes "
+                            "next to the weights; the weights are only usable with the tokenizer they were trained "
+                            "with", s.dir));
+  const std::string file = (dir / "config.json").string();
+  json j;
+  try {
+    std::ifstream in(file);
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("--init-from: {} is not valid JSON ({})", file, e.what()));
+  }
+  s.architecture = architecture_from_hf(j, file);
+  s.vocab_size = s.architecture.vocab_size;
+  const auto pieces = data::Tokenizer::load(s.tokenizer_model).vocab_size();
+  if (pieces != s.vocab_size)
+    throw Error(fmt::format("--init-from: {} says vocab_size {} but its spiece.model has {} pieces; the export is "
+                            "inconsistent, export the checkpoint again", file, s.vocab_size, pieces));
+  return s;
+}
+
+InitSource checkpoint_source(const std::string& path) {
+  InitSource s;
+  try {
+    s.dir = resolve_checkpoint_dir(path);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from: {}; a directory written by `roformer export --format hf` works too",
+                            e.what()));
+  }
+  const auto check = verify_checkpoint(s.dir);
+  if (!check.ok)
+    throw Error(fmt::format("--init-from: checkpoint {} is not usable: {}; an earlier checkpoint of the run may be "
+                            "intact", s.dir, check.problem));
+  s.kind = "checkpoint";
+  s.weights = (fs::path(s.dir) / "model.safetensors").string();
+  s.tokenizer_model = (fs::path(s.dir) / "tokenizer.model").string();
+  s.architecture = config::load_config((fs::path(s.dir) / "config.yaml").string()).model;
+  s.vocab_size = data::Tokenizer::load(s.tokenizer_model).vocab_size();
+  return s;
+}
+
+}  // namespace
+
+InitSource find_init_source(const std::string& path) {
+  if (!fs::exists(path))
+    throw Error(fmt::format("--init-from '{}' does not exist; pass a directory written by `roformer export --format "
+                            "hf`, a checkpoint (RUN_DIR/checkpoints/step_N) or a run directory", path));
+  const fs::path dir(path);
+  if (fs::exists(dir / "config.json") && fs::exists(dir / "model.safetensors")) return export_source(dir);
+  return checkpoint_source(path);
+}
+
+void check_init_architecture(const InitSource& source, const config::Config& config) {
+  const auto& ours = config.model;
+  const auto& theirs = source.architecture;
+  auto v = [](auto x) { return fmt::format("{}", x); };
+  // (key, the config's value, the weights' value)
+  const std::vector<std::tuple<std::string, std::string, std::string>> keys = {
+      {"model.hidden_size", v(ours.hidden_size), v(theirs.hidden_size)},
+      {"model.num_layers", v(ours.num_layers), v(theirs.num_layers)},
+      {"model.num_heads", v(ours.num_heads), v(theirs.num_heads)},
+      {"model.intermediate_size", v(ours.intermediate_size), v(theirs.intermediate_size)},
+      {"model.embedding_size", v(config::effective_embedding_size(ours)), v(config::effective_embedding_size(theirs))},
+      {"model.max_position_embeddings", v(ours.max_position_embeddings), v(theirs.max_position_embeddings)},
+      {"model.type_vocab_size", v(ours.type_vocab_size), v(theirs.type_vocab_size)},
+      {"model.layer_norm_eps", v(ours.layer_norm_eps), v(theirs.layer_norm_eps)},
+      {"model.rotary_base", v(ours.rotary_base), v(theirs.rotary_base)},
+      {"model.rotary_value", v(ours.rotary_value), v(theirs.rotary_value)},
+      {"model.norm", ours.norm, theirs.norm},
+      {"model.attention", ours.attention, theirs.attention},
+      {"model.hidden_act", ours.hidden_act, theirs.hidden_act},
+  };
+  for (const auto& [key, a, b] : keys) {
+    if (a == b) continue;
+    // An export of a model without token types holds one all-zero row (Hugging Face always has the
+    // table); load_init_weights checks that it is zero.
+    if (key == "model.type_vocab_size" && source.kind == kExportKind && a == "0" && b == "1") continue;
+    throw Error(fmt::format("--init-from {}: {} is {} in the config but the weights were trained with {}; set {}: {} "
+                            "(the architecture comes with the weights)", source.dir, key, a, b, key, b));
+  }
+  if (ours.vocab_size != 0 && ours.vocab_size != source.vocab_size)
+    throw Error(fmt::format("--init-from {}: model.vocab_size is {} in the config but the weights have {} rows; set "
+                            "model.vocab_size: 0 (taken from the tokenizer that comes with the weights)",
+                            source.dir, ours.vocab_size, source.vocab_size));
+}
+
+std::string adopt_init_tokenizer(const InitSource& source, const config::Config& config, const std::string& run_dir) {
+  const std::string fingerprint = data::file_fingerprint(source.tokenizer_model);
+  if (!config.tokenizer.model.empty() && data::file_fingerprint(config.tokenizer.model) != fingerprint)
+    throw Error(fmt::format("tokenizer.model is {} but --init-from {} comes with another tokenizer ({}); the weights "
+                            "only make sense with theirs: remove tokenizer.model from the config",
+                            config.tokenizer.model, source.dir, source.tokenizer_model));
+  const fs::path path = fs::path(run_dir) / "tokenizer" / "tokenizer.model";
+  if (fs::exists(path)) {
+    if (data::file_fingerprint(path.string()) != fingerprint)
+      throw Error(fmt::format("{} already holds another tokenizer (from an earlier run in {}); start the run from "
+                              "--init-from in a new --run-dir", path.string(), run_dir));
+    return path.string();
+  }
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (!ec) fs::copy_file(source.tokenizer_model, path, ec);
+  if (ec) throw Error(fmt::format("cannot copy the tokenizer of --init-from to {}: {}", path.string(), ec.message()));
+  return path.string();
+}
+
+void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model) {
+  auto tensors = core::load_safetensors(source.weights);
+  if (model.options().type_vocab_size() == 0) {
+    auto it = tensors.find(kTokenTypes);
+    if (it != tensors.end() && it->second.size(0) == 1 && it->second.count_nonzero().item<int64_t>() == 0)
+      tensors.erase(it);  // the all-zero row an export adds for a model without token types
+  }
+  const auto problems = model.hf_state_dict_problems(tensors);
+  if (!problems.empty())
+    throw Error(fmt::format("--init-from {}: {} (expected: the model the config builds; got: {}){}; the weights "
+                            "and the config must describe the same model", source.dir, problems.front(),
+                            source.weights,
+                            problems.size() > 1 ? fmt::format(", and {} more problem(s)", problems.size() - 1) : ""));
+  model.load_hf_state_dict(tensors);
+}
+
+}  // namespace roformer::train

@@ -1,0 +1,170 @@
+// Run-directory lock and the choice of the checkpoint a run starts from; see run_dir.h.
+#include "train/run_dir.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "train/checkpoint_store.h"
+
+namespace roformer::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_small(int fd) {
+  char buf[64] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+bool process_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+std::string names_of(const std::vector<std::string>& dirs) {
+  std::string out;
+  for (const auto& d : dirs) out += (out.empty() ? "" : ", ") + fs::path(d).filename().string();
+  return out;
+}
+
+// The checkpoints after `chosen` in its directory (higher step; the names are zero-padded).
+std::vector<std::string> checkpoints_after(const std::string& chosen) {
+  const std::string name = fs::path(chosen).filename().string();
+  std::vector<std::string> later;
+  for (const auto& c : list_checkpoints(fs::path(chosen).parent_path().string()))
+    if (fs::path(c).filename().string() > name) later.push_back(c);
+  return later;
+}
+
+}  // namespace
+
+RunDirLock::RunDirLock(const std::string& run_dir) : path_((fs::path(run_dir) / ".lock").string()) {
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw Error(fmt::format("cannot create run directory '{}': {}", run_dir, ec.message()));
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(fmt::format("cannot open the lock file '{}': {}", path_, std::strerror(errno)));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const std::string holder = read_small(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(fmt::format("run directory '{}' is in use by another roformer process (pid {}); wait for it to end, "
+                            "stop it (Ctrl-C or kill {} saves a checkpoint), or use another --run-dir",
+                            run_dir, holder.empty() ? "unknown" : holder, holder.empty() ? "it" : holder));
+  }
+  const std::string previous = read_small(fd_);
+  if (!previous.empty()) {
+    const long pid = std::strtol(previous.c_str(), nullptr, 10);
+    if (pid != static_cast<long>(::getpid()))
+      spdlog::warn("taking over the lock of run directory '{}': process {} {}", run_dir, previous,
+                   process_alive(pid) ? "is recorded in it but no longer holds it"
+                                      : "held it and ended without releasing it (killed?)");
+  }
+  const std::string mine = std::to_string(::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, mine.data(), mine.size(), 0) != static_cast<ssize_t>(mine.size()))
+    spdlog::warn("cannot record this process in '{}': {}", path_, std::strerror(errno));
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ < 0) return;
+  [[maybe_unused]] const int cleared = ::ftruncate(fd_, 0);  // a clean exit leaves no process id behind
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
+}
+
+CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoice& c) {
+  const std::string ckpt_dir = (fs::path(run_dir) / "checkpoints").string();
+  const auto existing = list_checkpoints(ckpt_dir);
+  CheckpointPlan plan;
+  if (c.overwrite && !c.resume.empty())
+    throw Error("--overwrite starts a new run in the directory; it cannot be combined with --resume");
+
+  if (c.resume.empty()) {
+    if (!existing.empty() && !c.overwrite)
+      throw Error(fmt::format("run directory '{}' already holds {} checkpoint(s) (newest {}): continue that run with "
+                              "--resume auto, start it over with --overwrite (deletes its checkpoints and metrics), or "
+                              "use another --run-dir", run_dir, existing.size(), existing.back()));
+    if (c.overwrite) plan.deleted = existing;
+    return plan;
+  }
+
+  if (c.resume == "auto") {
+    if (existing.empty()) {
+      if (!c.have_config)
+        throw Error(fmt::format("--resume auto: no complete checkpoint in {} and no -c CONFIG to start a new run",
+                                ckpt_dir));
+      spdlog::info("--resume auto: no checkpoint in {} yet; starting a new run", run_dir);
+      return plan;
+    }
+    std::vector<std::string> warnings;
+    plan.resume = find_latest_valid_checkpoint(ckpt_dir, &warnings);
+    if (plan.resume.empty()) {
+      std::string list;
+      for (const auto& w : warnings) list += "\n  " + w;
+      throw Error(fmt::format("--resume auto: none of the {} checkpoint(s) in {} verifies, so there is nothing to "
+                              "continue (nothing was changed):{}\nResume one by path once repaired, or start over "
+                              "with --overwrite", existing.size(), ckpt_dir, list));
+    }
+    for (const auto& w : warnings) spdlog::warn("{}", w);
+    plan.later = checkpoints_after(plan.resume);
+    return plan;
+  }
+
+  auto check = verify_checkpoint(c.resume);
+  if (!check.ok)
+    throw Error(fmt::format("cannot resume from {}: {}. `roformer train --resume auto` picks the newest complete "
+                            "checkpoint instead", c.resume, check.problem));
+  const fs::path chosen = fs::canonical(c.resume);
+  std::error_code ec;
+  const bool own = fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path(), ckpt_dir, ec);
+  if (!own && !existing.empty())
+    throw Error(fmt::format("--resume {} is a checkpoint of another run directory, and '{}' holds checkpoints of its "
+                            "own (newest {}): continue from it into an empty --run-dir, or resume this directory's "
+                            "run with --resume auto", c.resume, run_dir, existing.back()));
+  plan.resume = c.resume;
+  if (own) plan.later = checkpoints_after(chosen.string());
+  return plan;
+}
+
+void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
+  std::error_code ec;
+  if (!plan.deleted.empty()) {  // the checkpoints listed, not what else the user keeps there (abandoned-*)
+    for (const auto& c : plan.deleted) {
+      fs::remove_all(c, ec);
+      if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", c, ec.message()));
+    }
+    fs::remove(fs::path(run_dir) / "checkpoints" / "latest", ec);
+    fs::remove(fs::path(run_dir) / "metrics.jsonl", ec);
+    spdlog::warn("--overwrite: deleted {} checkpoint(s) ({}) and the metrics of the earlier run in {}",
+                 plan.deleted.size(), names_of(plan.deleted), run_dir);
+  }
+  if (plan.later.empty()) return;
+  const fs::path dir = fs::path(plan.later.front()).parent_path();
+  const std::string chosen_name = fs::canonical(plan.resume).filename().string();
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  const fs::path aside = dir / fmt::format("abandoned-{}-{}", chosen_name, now);
+  fs::create_directories(aside, ec);
+  for (const auto& c : plan.later) {
+    fs::rename(c, aside / fs::path(c).filename(), ec);
+    if (ec) throw Error(fmt::format("cannot move checkpoint {} aside into {}: {}", c, aside.string(), ec.message()));
+  }
+  write_file_atomic((dir / "latest").string(), chosen_name + "\n");
+  spdlog::warn("resuming from {}: the run's later checkpoints ({}) belong to a history this run does not continue, "
+               "so they were moved to {} (delete them when no longer needed)",
+               chosen_name, names_of(plan.later), aside.string());
+}
+
+}  // namespace roformer::train

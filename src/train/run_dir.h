@@ -1,0 +1,54 @@
+// The run directory is the user's data: one training process at a time, and checkpoints that
+// belong to one history.
+//
+//   RunDirLock           an exclusive lock (flock) on RUN_DIR/.lock holding the owner's process id:
+//                        a second `roformer train` on the same directory stops at once naming it; a
+//                        lock left by a process that died is taken over with a warning.
+//   plan_checkpoint      what a run starts from, decided before anything is written (carry_out acts):
+//     fresh run          refused when RUN_DIR/checkpoints holds checkpoints (resume it, --overwrite,
+//                        or another directory); --overwrite deletes them and metrics.jsonl first;
+//     --resume auto      the newest checkpoint that verifies; refused, naming each, when there are
+//                        checkpoints but none verifies (nothing is overwritten);
+//     --resume PATH      that checkpoint; one of another run directory only into an empty one.
+//                        Checkpoints later than the chosen one belong to the history being left:
+//                        they are moved to RUN_DIR/checkpoints/abandoned-<name>-<time>/, so every
+//                        step_* left in checkpoints/ is of the current history and `--resume auto`
+//                        and pruning (both by step) act on it alone.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace roformer::train {
+
+class RunDirLock {
+ public:
+  // Creates the run directory if needed and takes the lock; throws roformer::Error when another live
+  // process holds it.
+  explicit RunDirLock(const std::string& run_dir);
+  ~RunDirLock();  // releases the lock (and clears the process id)
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+struct CheckpointChoice {
+  std::string resume;       // "" (fresh run), "auto" or a checkpoint path, as asked
+  bool overwrite = false;   // --overwrite: a fresh run may delete the directory's checkpoints
+  bool have_config = false; // -c was given (a fresh run is possible)
+};
+
+// What a run starts from, decided without touching anything (so a run refused later, for a config
+// change say, has changed nothing); carry_out() then deletes or moves what the plan says.
+struct CheckpointPlan {
+  std::string resume;                // the checkpoint to resume from; "" for a fresh run
+  std::vector<std::string> deleted;  // --overwrite: the earlier run's checkpoints
+  std::vector<std::string> later;    // checkpoints after `resume`, moved aside
+};
+CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoice& choice);
+void carry_out(const CheckpointPlan& plan, const std::string& run_dir);
+
+}  // namespace roformer::train

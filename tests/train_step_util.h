@@ -1,0 +1,69 @@
+// Trainer::train_step through the C++ API with synthetic batches, shared by tests/unit/test_train_step
+// (CPU) and tests/gpu (CUDA): a tiny config, a trainer set up on it, parameter snapshots and
+// comparisons.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "train/session.h"
+
+namespace roformer::test {
+
+constexpr int64_t kStepVocab = 64;
+
+// A two-layer model on 4 x 2 sequences of 32 tokens per step, constant lr 1e-2, no dropout unless
+// the extra overrides add it.
+inline config::Config tiny_step_config(bool fused, double grad_clip, const std::string& device = "cpu",
+                                       const std::string& precision = "fp32",
+                                       const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> overrides = {
+      "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.intermediate_size=64",
+      "model.max_position_embeddings=64", "data.max_seq_len=32", "train.batch_size=4", "train.grad_accum=2",
+      "train.precision=" + precision, "train.device=" + device, "train.seed=3", "train.steps=100",
+      "schedule.warmup_steps=0", "schedule.type=constant", "optimizer.lr=1e-2",
+      "optimizer.fused=" + std::string(fused ? "true" : "false"), "optimizer.grad_clip=" + std::to_string(grad_clip)};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return config::parse_config("", overrides);
+}
+
+inline std::unique_ptr<train::Trainer> make_trainer(const config::Config& cfg) {
+  auto t = std::make_unique<train::Trainer>(cfg, "", "", "test");
+  t->setup_device();
+  t->use_synthetic_data(kStepVocab);
+  t->setup_model_and_optimizer();
+  return t;
+}
+
+// The parameters, copied to the CPU.
+inline std::vector<torch::Tensor> snapshot(train::Trainer& t) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : t.model()->parameters()) out.push_back(p.detach().to(torch::kCPU).clone());
+  return out;
+}
+
+// Largest |a - b| over all parameters, after asserting allclose.
+inline double expect_close(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double rtol,
+                           double atol) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(a[i], b[i], rtol, atol)) << "parameter " << i;
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+inline double max_change(const std::vector<torch::Tensor>& before, const std::vector<torch::Tensor>& after) {
+  double worst = 0;
+  for (size_t i = 0; i < before.size(); ++i) worst = std::max(worst, (after[i] - before[i]).abs().max().item<double>());
+  return worst;
+}
+
+}  // namespace roformer::test
