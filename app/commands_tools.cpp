@@ -4,12 +4,28 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "core/error.h"
 #include "tools/eval.h"
 #include "tools/export_hf.h"
 #include "tools/fill_mask.h"
 #include "tools/inspect.h"
 
 namespace roformer::app {
+namespace {
+
+// A count option that must be at least 1 (CLI::PositiveNumber would print its range as 0 to 1.797e308).
+const CLI::Validator kAtLeastOne(
+    [](std::string& value) -> std::string {
+      try {
+        size_t used = 0;
+        if (std::stoll(value, &used) >= 1 && used == value.size()) return "";
+      } catch (const std::exception&) {
+      }
+      return "must be a whole number of at least 1, got '" + value + "'";
+    },
+    "INT >= 1", "at least 1");
+
+}  // namespace
 
 void register_tool_commands(CLI::App& app) {
   {
@@ -22,7 +38,7 @@ void register_tool_commands(CLI::App& app) {
         ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--seed", req->seed, "Seed of the masks (fixed: figures compare across runs)")->capture_default_str();
     cmd->add_option("--batch-size", req->batch_size, "Sequences per batch (does not change the figures)")
-        ->check(CLI::PositiveNumber)->capture_default_str();
+        ->check(kAtLeastOne)->capture_default_str();
     cmd->add_option("--max-sequences", req->max_sequences, "Evaluate only the first N sequences (default: all)");
     cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_flag("--json", req->json, "Also print one JSON record on stdout");
@@ -30,13 +46,22 @@ void register_tool_commands(CLI::App& app) {
   }
   {
     auto req = std::make_shared<tools::FillMaskRequest>();
-    auto* cmd = app.add_subcommand("fill-mask", "Top-k predictions for every [MASK] in a text (or stdin, one per line)");
+    auto* cmd = app.add_subcommand("fill-mask", "Top-k predictions for every [MASK] in each TEXT argument (none: "
+                                                "one text per line of stdin)");
     cmd->add_option("--checkpoint", req->checkpoint, "Checkpoint directory, or a run directory")->required();
-    cmd->add_option("text", req->texts, "Text(s) containing [MASK]; none: read lines from stdin");
-    cmd->add_option("--top-k", req->top_k, "Predictions per mask")->check(CLI::PositiveNumber)->capture_default_str();
+    // The texts are the arguments left over, taken verbatim: a positional option would apply CLI11's
+    // list syntax ("[MASK], [MASK]" split at the comma, "[a]" unbracketed).
+    cmd->allow_extras();
+    cmd->add_option("--top-k", req->top_k, "Predictions per mask")->check(kAtLeastOne)->capture_default_str();
     cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_flag("--json", req->json, "One JSON record per text");
-    cmd->callback([req] { tools::run_fill_mask(*req); });
+    cmd->callback([req, cmd] {
+      req->texts = cmd->remaining();
+      for (const auto& text : req->texts)
+        if (text.rfind("--", 0) == 0 && text.find(' ') == std::string::npos)
+          throw Error("fill-mask: unknown option " + text + " (see roformer fill-mask --help)");
+      tools::run_fill_mask(*req);
+    });
   }
   {
     auto path = std::make_shared<std::string>();
@@ -52,11 +77,13 @@ void register_tool_commands(CLI::App& app) {
     auto checkpoint = std::make_shared<std::string>();
     auto out = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("hf");
+    auto force = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("export", "Export a checkpoint for Hugging Face transformers (RoFormerForMaskedLM)");
     cmd->add_option("--checkpoint", *checkpoint, "Checkpoint directory, or a run directory")->required();
     cmd->add_option("--format", *format, "Output format")->check(CLI::IsMember({"hf"}))->capture_default_str();
-    cmd->add_option("--out", *out, "Output directory")->required();
-    cmd->callback([checkpoint, out] { tools::export_hf(*checkpoint, *out); });
+    cmd->add_option("--out", *out, "Output directory (new or empty; never a checkpoint)")->required();
+    cmd->add_flag("--force", *force, "Replace the export files in a non-empty --out directory");
+    cmd->callback([checkpoint, out, force] { tools::export_hf(*checkpoint, *out, *force); });
   }
 }
 

@@ -9,13 +9,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 
@@ -118,8 +121,14 @@ T parse_value(const YAML::Node& node, const std::string& path) {
       const std::string& s = node.Scalar();
       size_t used = 0;
       int64_t v = 0;
+      auto too_large = [&] {
+        throw Error(fmt::format("config key {} = {} is too large for a 64-bit integer (at most {}); give a smaller "
+                                "value", path, s, std::numeric_limits<int64_t>::max()));
+      };
       try {
         v = std::stoll(s, &used, 10);
+      } catch (const std::out_of_range&) {
+        too_large();
       } catch (const std::exception&) {
         used = 0;
       }
@@ -127,8 +136,13 @@ T parse_value(const YAML::Node& node, const std::string& path) {
         // Accept integral floats written in scientific notation (1e6) for step counts.
         try {
           double d = std::stod(s, &used);
-          if (used == s.size() && std::floor(d) == d && std::fabs(d) < 9e18) return static_cast<int64_t>(d);
-        } catch (const std::exception&) {
+          if (used == s.size() && std::floor(d) == d) {
+            if (std::fabs(d) >= 9.2e18) too_large();
+            return static_cast<int64_t>(d);
+          }
+        } catch (const std::out_of_range&) {
+          too_large();
+        } catch (const std::invalid_argument&) {
         }
         type_error(path, node, "an integer");
       }
@@ -243,8 +257,8 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(tokenizer, input, "Text files to train the tokenizer on; empty uses data.train_files");
   ROFORMER_FIELD(tokenizer, vocab_size, "Vocabulary size of a trained tokenizer, special tokens included", at_least(16));
   ROFORMER_FIELD(tokenizer, model_type, "SentencePiece algorithm", one_of({"unigram", "bpe"}));
-  ROFORMER_FIELD(tokenizer, character_coverage, "Fraction of characters covered by the vocabulary",
-                 Constraint{0, 1, true, false, {}});
+  ROFORMER_FIELD(tokenizer, character_coverage, "Fraction of characters covered by the vocabulary (SentencePiece accepts 0.98 to 1)",
+                 Constraint{0.98, 1, false, false, {}});
   ROFORMER_FIELD(tokenizer, input_sentence_size, "Lines sampled from large inputs (bounds memory and time)",
                  at_least(1));
   ROFORMER_FIELD(tokenizer, seed, "Seed of the sampling", at_least(0));
@@ -360,26 +374,101 @@ const Field* find_field(const std::string& path) {
                           path, nearest(path, all_keys())));
 }
 
+// yaml-cpp keeps both entries of a repeated key, and a later one would silently win (or, for a
+// section, merge into the first): each name is accepted once per mapping, with both lines named.
+void check_once(std::map<std::string, int>& seen, const YAML::Node& key, const std::string& what,
+                const std::string& prefix, const std::string& origin) {
+  const std::string name = scalar_text(key);
+  const int line = key.Mark().line + 1;
+  const auto [it, fresh] = seen.emplace(name, line);
+  if (!fresh)
+    throw Error(fmt::format("{}: line {}: {} '{}' appears twice (first at line {}); YAML keeps only one of them, "
+                            "so remove or merge the duplicate", origin, line, what, prefix + name, it->second));
+}
+
 void apply_yaml(Config& config, const YAML::Node& root, const std::string& origin) {
   if (!root || root.IsNull()) return;  // an empty file keeps every default
   if (!root.IsMap())
     throw Error(fmt::format("{}: the config must be a mapping of sections (model:, train:, ...)", origin));
   const auto sections = section_names();
+  std::map<std::string, int> seen_sections;
   for (const auto& sec : root) {
-    const std::string name = sec.first.as<std::string>();
+    check_once(seen_sections, sec.first, "section", "", origin);
+    const std::string name = scalar_text(sec.first);
     if (std::find(sections.begin(), sections.end(), name) == sections.end())
       throw Error(fmt::format("{}: unknown config section '{}'; did you mean '{}'? Sections: {}", origin, name,
                               nearest(name, sections), fmt::join(sections, ", ")));
     if (sec.second.IsNull()) continue;
     if (!sec.second.IsMap())
       throw Error(fmt::format("{}: section '{}' must be a mapping of keys", origin, name));
+    std::map<std::string, int> seen_keys;
     for (const auto& kv : sec.second) {
-      const std::string path = name + "." + kv.first.as<std::string>();
+      check_once(seen_keys, kv.first, "key", name + ".", origin);
+      const std::string path = name + "." + scalar_text(kv.first);
       const Field* f = find_field(path);
       if (!f) unknown_key(path);
       f->set(config, kv.second, path);
     }
   }
+}
+
+// Where content lines are (1-based; 0: none), found by scanning the text: yaml-cpp 0.7's LoadAll
+// stops at an empty document and loops forever on some malformed input, and Load returns an empty
+// document for text starting with ',' and ignores the rest (both found by tests/fuzz/fuzz_config).
+struct ContentLines {
+  int first = 0;            // the first line that is not blank, a comment or a document marker
+  int second_document = 0;  // the first content line after a `---` or `...` line that follows content
+};
+
+ContentLines scan_content(const std::string& text) {
+  ContentLines found;
+  std::istringstream in(text);
+  std::string line;
+  bool separated = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string rest = line;
+    const bool marker = (line.rfind("---", 0) == 0 || line.rfind("...", 0) == 0) &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    if (marker) {
+      if (found.first > 0) separated = true;
+      rest = line.substr(3);
+    }
+    const size_t start = rest.find_first_not_of(" \t\r");
+    if (start == std::string::npos || rest[start] == '#') continue;
+    if (separated) {
+      found.second_document = number;
+      break;
+    }
+    if (found.first == 0) found.first = number;
+  }
+  return found;
+}
+
+// The one YAML document of a config. A later document would be ignored by Load, so it is an error.
+YAML::Node load_document(const std::string& yaml_text, const std::string& origin) {
+  const ContentLines lines = scan_content(yaml_text);
+  if (lines.second_document > 0)
+    throw Error(fmt::format("{}: line {}: a second YAML document (after a '---' line); a config is one document, "
+                            "and the later ones would be ignored: merge them into one or remove the '---'",
+                            origin, lines.second_document));
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw Error(fmt::format("{}: malformed YAML at line {}, column {}: {}", origin, e.mark.line + 1,
+                            e.mark.column + 1, e.msg));
+  }
+  if ((!root || root.IsNull()) && lines.first > 0) {
+    std::istringstream in(yaml_text);
+    std::string line;
+    for (int n = 0; n < lines.first; ++n) std::getline(in, line);
+    const std::string trimmed = line.substr(line.find_first_not_of(" \t"));
+    if (trimmed.rfind("~", 0) != 0 && trimmed.rfind("null", 0) != 0 && trimmed.rfind("Null", 0) != 0 &&
+        trimmed.rfind("NULL", 0) != 0)
+      throw Error(fmt::format("{}: malformed YAML at line {}: '{}' starts no mapping of sections (model:, train:, "
+                              "...), so nothing after it would be read", origin, lines.first, trimmed));
+  }
+  return root;
 }
 
 }  // namespace
@@ -398,7 +487,17 @@ void apply_override(Config& config, const std::string& assignment) {
   const std::string path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   const Field* f = find_field(path);
-  if (!f) unknown_key(path);
+  if (!f) {
+    const auto sections = section_names();
+    if (std::find(sections.begin(), sections.end(), path) != sections.end()) {
+      std::vector<std::string> keys;
+      for (const auto& field : fields())
+        if (field.section == path) keys.push_back(field.key);
+      throw Error(fmt::format("override '{}': '{}' is a section, not a key; set one key at a time with --set "
+                              "{}.KEY=VALUE (its keys: {})", assignment, path, path, fmt::join(keys, ", ")));
+    }
+    unknown_key(path);
+  }
   YAML::Node node;
   if (text.empty()) {
     node = YAML::Node(std::string());  // --set tokenizer.model= clears a string
@@ -415,27 +514,29 @@ void apply_override(Config& config, const std::string& assignment) {
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                     const std::string& origin) {
   Config config;
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw Error(fmt::format("{}: malformed YAML at line {}, column {}: {}", origin, e.mark.line + 1,
-                            e.mark.column + 1, e.msg));
-  }
-  apply_yaml(config, root, origin);
+  apply_yaml(config, load_document(yaml_text, origin), origin);
   for (const auto& o : overrides) apply_override(config, o);
   validate(config);
   return config;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(fmt::format("config '{}' is a directory, not a YAML file; pass the file itself (for example "
+                            "configs/tiny.yaml, or RUN_DIR/config.yaml of an earlier run)", path));
   std::ifstream in(path);
   if (!in)
     throw Error(fmt::format("cannot read config file '{}': no such file or not readable. "
                             "Configs ship in configs/ (for example configs/tiny.yaml)", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_config(ss.str(), overrides, path);
+  const std::string text = ss.str();
+  const YAML::Node root = load_document(text, path);
+  if (!root || root.IsNull())
+    spdlog::warn("config file '{}' is empty: every key keeps its default (`roformer config defaults` lists them)",
+                 path);
+  return parse_config(text, overrides, path);
 }
 
 void validate(const Config& c) {

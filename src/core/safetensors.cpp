@@ -131,11 +131,15 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
       fail(path, where + "unknown dtype " + entry["dtype"].get<std::string>());
     std::vector<int64_t> shape;
     if (!entry["shape"].is_array()) fail(path, where + "shape is not an array");
-    int64_t numel = 1;
+    // Checked products: a damaged shape must not wrap around to the byte count it claims.
+    uint64_t numel = 1;
     for (const auto& d : entry["shape"]) {
       if (!d.is_number_unsigned()) fail(path, where + "shape has a non-integer or negative dimension");
-      shape.push_back(d.get<int64_t>());
-      numel *= shape.back();
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim > data_len || (dim != 0 && numel > data_len / dim))
+        fail(path, where + "shape " + entry["shape"].dump() + " holds more elements than the data section has bytes");
+      shape.push_back(static_cast<int64_t>(dim));
+      numel *= dim;
     }
     const auto& offsets = entry["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
@@ -144,7 +148,7 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
     if (begin > end || end > data_len)
       fail(path, where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                      ") outside the data section of " + std::to_string(data_len) + " bytes (truncated file?)");
-    const uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(type);
+    const uint64_t expected = numel * c10::elementSize(type);
     if (end - begin != expected)
       fail(path, where + "holds " + std::to_string(end - begin) + " bytes but dtype and shape need " +
                      std::to_string(expected));

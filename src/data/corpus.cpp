@@ -341,9 +341,12 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
     throw Error(message);
   };
   if (failed) return abort_with(error_message);
-  if (stats.documents == 0)
-    return abort_with("the corpus is empty: no text in " + std::to_string(options.inputs.size()) +
-                      " input file(s) (plain text: one paragraph a line; JSONL: the \"" + options.jsonl_field + "\" field)");
+  if (stats.documents == 0) {
+    std::string names;
+    for (const auto& p : options.inputs) names += (names.empty() ? "" : ", ") + p;
+    return abort_with("the corpus is empty: no text in " + names + " (plain text: one paragraph a line; JSONL: the \"" +
+                      options.jsonl_field + "\" field)");
+  }
 
   try {
     // Word-start flags for whole-word masking, so the loader needs no tokenizer.
@@ -404,7 +407,7 @@ struct MappedFile {
 
 // Maps a file and checks its header: magic, version, fingerprint and that the size matches the
 // element count (a truncated file is an error, never read past).
-MappedFile map_checked(const fs::path& path, const char (&magic)[8], const std::string& fingerprint) {
+MappedFile map_checked(const fs::path& path, const char (&magic)[8], uint32_t dtype_bytes, const std::string& fingerprint) {
   const std::string p = path.string();
   const std::string hint = "; re-run `roformer prepare` into " + path.parent_path().string();
   const int fd = ::open(p.c_str(), O_RDONLY);
@@ -432,9 +435,13 @@ MappedFile map_checked(const fs::path& path, const char (&magic)[8], const std::
   if (file_fp != fingerprint)
     fail("was encoded with tokenizer " + file_fp + " but the directory's meta.json says " + fingerprint +
          " (files from different prepare runs are mixed)");
-  const uint64_t expected = sizeof(FileHeader) + f.header.count * f.header.dtype_bytes;
-  if (f.size != expected)
-    fail("is truncated or corrupt: " + std::to_string(f.size) + " bytes, its header promises " + std::to_string(expected));
+  if (f.header.dtype_bytes != dtype_bytes)
+    fail("has " + std::to_string(f.header.dtype_bytes) + "-byte elements, expected " + std::to_string(dtype_bytes) +
+         " (corrupt header)");
+  const uint64_t payload = f.size - sizeof(FileHeader);
+  if (f.header.count != payload / dtype_bytes || payload % dtype_bytes != 0)
+    fail("is truncated or corrupt: " + std::to_string(f.size) + " bytes, its header promises " +
+         std::to_string(f.header.count) + " elements of " + std::to_string(dtype_bytes) + " bytes after the header");
   return f;
 }
 
@@ -468,21 +475,33 @@ std::shared_ptr<const PreparedCorpus> PreparedCorpus::open(const std::string& di
     c->num_documents_ = meta.at("num_documents").get<int64_t>();
     c->num_tokens_ = meta.at("num_tokens").get<int64_t>();
     c->token_bytes_ = meta.at("token_bytes").get<int>();
-  } catch (const nlohmann::json::exception& e) {
+    if (!meta.at("shards").is_array()) throw Error("\"shards\" is not a list");
+    for (const auto& shard : meta.at("shards")) {
+      shard.at("file").get<std::string>();
+      shard.at("tokens").get<int64_t>();
+    }
+  } catch (const std::exception& e) {
     throw Error("corrupt " + meta_path.string() + ": " + e.what() + "; re-run `roformer prepare`");
   }
+  if (c->token_bytes_ != 2 && c->token_bytes_ != 4)
+    throw Error("corrupt " + meta_path.string() + ": token_bytes is " + std::to_string(c->token_bytes_) +
+                " (2 or 4 expected); re-run `roformer prepare`");
+  if (c->vocab_size_ < Tokenizer::kNumSpecial || c->vocab_size_ > (int64_t{1} << (8 * c->token_bytes_)) ||
+      c->num_documents_ < 0 || c->num_tokens_ < 0)
+    throw Error("corrupt " + meta_path.string() + ": vocab_size, num_documents or num_tokens is out of range; "
+                "re-run `roformer prepare`");
   if (!expected_fingerprint.empty() && expected_fingerprint != c->fingerprint_)
     throw Error("the prepared corpus in " + dir + " was encoded with tokenizer " + c->fingerprint_ +
                 ", but the tokenizer in use has fingerprint " + expected_fingerprint +
                 "; re-run `roformer prepare` with this tokenizer (or use the tokenizer it was prepared with)");
 
-  const MappedFile index = map_checked(root / "documents.idx", kIndexMagic, c->fingerprint_);
+  const MappedFile index = map_checked(root / "documents.idx", kIndexMagic, 8, c->fingerprint_);
   c->index_map_ = {index.base, index.size};
   c->offsets_ = reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(index.base) + sizeof(FileHeader));
   if (static_cast<int64_t>(index.header.count) != c->num_documents_ + 1 ||
       static_cast<int64_t>(c->offsets_[c->num_documents_]) != c->num_tokens_)
     throw Error("document index in " + dir + " disagrees with meta.json; re-run `roformer prepare`");
-  const MappedFile words = map_checked(root / "word_starts.bin", kWordMagic, c->fingerprint_);
+  const MappedFile words = map_checked(root / "word_starts.bin", kWordMagic, 1, c->fingerprint_);
   c->word_map_ = {words.base, words.size};
   c->word_starts_ = static_cast<const uint8_t*>(words.base) + sizeof(FileHeader);
   if (static_cast<int64_t>(words.header.count) != c->vocab_size_)
@@ -491,19 +510,64 @@ std::shared_ptr<const PreparedCorpus> PreparedCorpus::open(const std::string& di
   int64_t first = 0;
   for (const auto& s : meta.at("shards")) {
     const std::string name = s.at("file").get<std::string>();
-    const MappedFile f = map_checked(root / name, kShardMagic, c->fingerprint_);
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw Error("corrupt " + meta_path.string() + ": shard name '" + name + "' is not a file name in " + dir +
+                  "; re-run `roformer prepare`");
+    const MappedFile f = map_checked(root / name, kShardMagic, static_cast<uint32_t>(c->token_bytes_), c->fingerprint_);
     Shard shard;
     shard.map = {f.base, f.size};
     shard.tokens = static_cast<const uint8_t*>(f.base) + sizeof(FileHeader);
     shard.first_token = first;
     shard.num_tokens = static_cast<int64_t>(f.header.count);
     c->shards_.push_back(shard);  // owned from here on (unmapped by the destructor)
-    if (shard.num_tokens != s.at("tokens").get<int64_t>() || static_cast<int>(f.header.dtype_bytes) != c->token_bytes_)
+    if (shard.num_tokens != s.at("tokens").get<int64_t>())
       throw Error("shard " + (root / name).string() + " disagrees with meta.json; re-run `roformer prepare`");
+    c->check_token_ids(c->shards_.back(), (root / name).string());
     first += shard.num_tokens;
   }
   if (first != c->num_tokens_) throw Error("the shards in " + dir + " hold fewer tokens than meta.json says; re-run `roformer prepare`");
+  c->check_document_index();
   return c;
+}
+
+// Every id below vocab_size: checked once here, so a damaged shard is named when the corpus is
+// opened instead of failing inside a training step (the embedding lookup) hours later.
+void PreparedCorpus::check_token_ids(const Shard& shard, const std::string& path) const {
+  int64_t bad = -1;
+  uint32_t id = 0;
+  const auto limit = static_cast<uint64_t>(vocab_size_);
+  if (token_bytes_ == 2) {
+    const auto* p = reinterpret_cast<const uint16_t*>(shard.tokens);
+    for (int64_t k = 0; k < shard.num_tokens && bad < 0; ++k)
+      if (p[k] >= limit) bad = k, id = p[k];
+  } else {
+    const auto* p = reinterpret_cast<const uint32_t*>(shard.tokens);
+    for (int64_t k = 0; k < shard.num_tokens && bad < 0; ++k)
+      if (p[k] >= limit) bad = k, id = p[k];
+  }
+  if (bad >= 0)
+    throw Error("shard " + path + " holds token id " + std::to_string(id) + " at token " + std::to_string(bad) +
+                ", beyond the vocabulary of " + std::to_string(vocab_size_) + " ids in " + dir_ +
+                "/meta.json: the shard is damaged or was written for another tokenizer; re-run `roformer prepare`");
+}
+
+// Offsets start at 0, never decrease, end at num_tokens, and no document crosses a shard boundary
+// (copy_tokens reads a document from one shard).
+void PreparedCorpus::check_document_index() const {
+  const std::string hint = "; re-run `roformer prepare` into " + dir_;
+  if (offsets_[0] != 0) throw Error("document index in " + dir_ + " does not start at token 0" + hint);
+  size_t shard = 0;
+  for (int64_t i = 0; i < num_documents_; ++i) {
+    const uint64_t begin = offsets_[i], end = offsets_[i + 1];
+    if (end < begin || end > static_cast<uint64_t>(num_tokens_))
+      throw Error("document index in " + dir_ + " is corrupt at document " + std::to_string(i) + hint);
+    while (shard < shards_.size() &&
+           begin >= static_cast<uint64_t>(shards_[shard].first_token + shards_[shard].num_tokens))
+      ++shard;
+    if (end > begin && (shard == shards_.size() ||
+                        end > static_cast<uint64_t>(shards_[shard].first_token + shards_[shard].num_tokens)))
+      throw Error("document index in " + dir_ + ": document " + std::to_string(i) + " crosses a shard boundary" + hint);
+  }
 }
 
 const PreparedCorpus::Shard& PreparedCorpus::shard_of(int64_t token) const {

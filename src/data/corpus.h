@@ -80,6 +80,8 @@ class PreparedCorpus {  // mmap-backed, read-only, thread-safe
     int64_t num_tokens = 0;
   };
   const Shard& shard_of(int64_t token) const;
+  void check_token_ids(const Shard& shard, const std::string& path) const;
+  void check_document_index() const;
 
   std::string dir_;
   std::string fingerprint_;

@@ -60,6 +60,12 @@ void check_inputs_exist(const std::vector<std::string>& paths) {
   for (const auto& p : paths) {
     std::error_code ec;
     if (!fs::exists(p, ec)) throw Error("input file not found: " + p + " (check the path)");
+    if (fs::is_directory(p, ec))
+      throw Error("input " + p + " is a directory, not a text or JSONL file" +
+                  (fs::exists(fs::path(p) / "meta.json", ec)
+                       ? std::string("; it is a prepared corpus, which `roformer prepare` does not take as input")
+                       : std::string("; list the files in it, or, if it should be a prepared corpus, its meta.json "
+                                     "is missing (`roformer prepare` did not finish there): prepare it again")));
     if (!fs::is_regular_file(p, ec)) throw Error("input is not a regular file: " + p);
   }
 }

@@ -6,9 +6,12 @@
 #include <sentencepiece_trainer.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include <fmt/format.h>
 #include <unordered_map>
 
 #include "core/config.h"
@@ -38,6 +41,10 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
     ++index_;
     advance();
   }
+  // Paragraphs served that SentencePiece skips for being longer than kMaxSentenceBytes, and the
+  // first file holding one.
+  int64_t too_long() const { return too_long_; }
+  const std::string& first_too_long_file() const { return first_too_long_file_; }
   const std::string& value() const override { return paragraphs_[index_]; }
   sentencepiece::util::Status status() const override {
     if (error_.empty()) return sentencepiece::util::Status();
@@ -62,6 +69,9 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
         reader_ = std::make_unique<DocumentReader>(inputs_[file_++], field_);
       }
       ++count_;
+      if (static_cast<int64_t>(paragraphs_[index_].size()) > kMaxSentenceBytes && file_ > 0) {
+        if (too_long_++ == 0) first_too_long_file_ = inputs_[file_ - 1];
+      }
     } catch (const Error& e) {
       error_ = e.what();
       done_ = true;
@@ -77,7 +87,45 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
   bool done_ = false;
   std::string error_;
   int64_t count_ = 0;
+  int64_t too_long_ = 0;
+  std::string first_too_long_file_;
 };
+
+// The two numbers of a SentencePiece message "... <before>A vs B..." or "... (A)... <= B." (0 when absent).
+std::pair<int64_t, int64_t> numbers_after(const std::string& message, const std::string& marker) {
+  const size_t at = message.find(marker);
+  if (at == std::string::npos) return {0, 0};
+  std::vector<int64_t> found;
+  for (size_t i = at + marker.size(); i < message.size() && found.size() < 2; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(message[i]))) continue;
+    size_t used = 0;
+    found.push_back(std::stoll(message.substr(i), &used));
+    i += used;
+  }
+  return found.size() == 2 ? std::make_pair(found[0], found[1]) : std::make_pair(int64_t{0}, int64_t{0});
+}
+
+// SentencePiece's refusal, said in terms of the setting the user controls.
+[[noreturn]] void explain_training_failure(const std::string& status, const TokenizerTrainOptions& o,
+                                           const ParagraphIterator& it) {
+  if (const auto [have, need] = numbers_after(status, "smaller than required_chars."); need > 0)
+    throw Error(fmt::format("{} = {} is too small for this text: SentencePiece needs at least {} pieces (the 5 "
+                            "special tokens plus every character kept, the 94 printable ASCII ones included); "
+                            "raise {} to at least {} (a few thousand is usual)",
+                            o.vocab_size_name, have, need, o.vocab_size_name, need));
+  if (const auto [have, most] = numbers_after(status, "Vocabulary size too high"); most > 0)
+    throw Error(fmt::format("{} = {} is more pieces than this text supports (at most {} can be learned from it); "
+                            "lower {} to {} or less, or train the tokenizer on more text",
+                            o.vocab_size_name, have, most, o.vocab_size_name, most));
+  if (it.too_long() > 0)
+    throw Error(fmt::format("tokenizer training failed: {} line(s) of the input (the first in {}) are longer than "
+                            "SentencePiece's limit of {} bytes and were skipped, leaving too little text. Split "
+                            "long lines into paragraphs (one a line, a blank line between documents)",
+                            it.too_long(), it.first_too_long_file(), kMaxSentenceBytes));
+  throw Error("tokenizer training failed: " + status +
+              " (the vocabulary must hold every character kept, including the 94 printable ASCII characters, "
+              "and the text must be varied enough for the requested size: adjust " + o.vocab_size_name + ")");
+}
 
 std::string printable_ascii() {
   std::string chars;
@@ -118,9 +166,17 @@ std::string file_fingerprint(const std::string& path) {
 Tokenizer Tokenizer::load(const std::string& model_path) {
   if (!fs::exists(model_path))
     throw Error("tokenizer model not found: " + model_path + " (train one with `roformer tokenizer train`)");
+  if (fs::is_directory(model_path))
+    throw Error("tokenizer model " + model_path + " is a directory; give the .model file itself (tokenizer.model or "
+                "--tokenizer), e.g. " + (fs::path(model_path) / "tokenizer.model").string());
   auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
   const auto status = sp->Load(model_path);
-  if (!status.ok()) throw Error("cannot load tokenizer " + model_path + ": " + status.ToString());
+  if (!status.ok()) {
+    if (status.ToString().find("ParseFromArray") != std::string::npos)
+      throw Error("cannot load tokenizer " + model_path + ": the file is not a SentencePiece model; give the "
+                  "tokenizer.model written by `roformer tokenizer train` (tokenizer.model or --tokenizer)");
+    throw Error("cannot load tokenizer " + model_path + ": " + status.ToString());
+  }
   const int n = sp->GetPieceSize();
   for (int32_t id = 0; id < kNumSpecial; ++id) {
     // [UNK] must be the unknown piece and the others control pieces: a user-defined [MASK] would be
@@ -171,6 +227,10 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
   if (fs::exists(options.out_dir) && !fs::is_directory(options.out_dir))
     throw Error("--out " + options.out_dir + " exists and is not a directory");
+  if (!(options.character_coverage >= 0.98 && options.character_coverage <= 1.0))
+    throw Error(fmt::format("{} = {} is outside what SentencePiece accepts, [0.98, 1]: use 0.9995 for text in a "
+                            "large alphabet, 1.0 for a small one", options.character_coverage_name,
+                            options.character_coverage));
 
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", options.model_type},
@@ -179,7 +239,7 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
       {"input_sentence_size", std::to_string(options.input_sentence_size)},
       {"shuffle_input_sentence", "true"},
       {"seed_sentencepiece_size", "1000000"},
-      {"max_sentence_length", "65536"},
+      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
       {"num_threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
       {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
       {"pad_piece", "[PAD]"}, {"unk_piece", "[UNK]"}, {"bos_piece", "[CLS]"}, {"eos_piece", "[SEP]"},
@@ -205,10 +265,10 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   const auto status = sentencepiece::SentencePieceTrainer::Train(spec, &it, &model);
   if (!it.error().empty()) throw Error(it.error());
   if (it.count() == 0) throw Error("no text found in the tokenizer inputs (are the files empty?)");
-  if (!status.ok())
-    throw Error("tokenizer training failed: " + status.ToString() +
-                " (the vocabulary must hold every character kept, including the 94 printable ASCII characters, "
-                "and the text must be varied enough for the requested size: adjust --vocab-size)");
+  if (!status.ok()) explain_training_failure(status.ToString(), options, it);
+  if (it.too_long() > 0)
+    spdlog::warn("tokenizer: {} line(s) longer than {} bytes (the first in {}) were left out of its training; "
+                 "split long lines into paragraphs", it.too_long(), kMaxSentenceBytes, it.first_too_long_file());
 
   fs::create_directories(options.out_dir);
   const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
@@ -232,6 +292,8 @@ TokenizerTrainOptions tokenizer_options_from_config(const config::Config& config
   o.input_sentence_size = config.tokenizer.input_sentence_size;
   o.seed = config.tokenizer.seed;
   o.jsonl_field = config.data.jsonl_field;
+  o.vocab_size_name = "tokenizer.vocab_size";
+  o.character_coverage_name = "tokenizer.character_coverage";
   return o;
 }
 

@@ -61,7 +61,13 @@ struct TokenizerTrainOptions {
   int64_t input_sentence_size = 2000000;  // paragraphs sampled (reservoir) from large inputs
   int64_t seed = 42;
   std::string jsonl_field = "text";
+  // How the user set vocab_size and character_coverage, for error messages (CLI flags or config keys).
+  std::string vocab_size_name = "--vocab-size";
+  std::string character_coverage_name = "--character-coverage";
 };
+
+// SentencePiece skips training lines longer than this many bytes.
+constexpr int64_t kMaxSentenceBytes = 65536;
 
 // Trains a tokenizer and returns the .model path (out_dir/tokenizer.model). The model is written to
 // a temporary name and renamed, so a failed run leaves an existing tokenizer untouched.

@@ -23,6 +23,31 @@ std::string hf_activation(const std::string& act) {
   return act;                                          // relu
 }
 
+// A checkpoint (its manifest or trainer state), a run's checkpoints/ folder, or any folder inside it.
+bool is_training_state(const fs::path& dir) {
+  if (fs::exists(dir / "manifest.json") || fs::exists(dir / "trainer_state.json") || fs::exists(dir / "latest"))
+    return true;
+  for (fs::path p = fs::weakly_canonical(dir); !p.empty() && p != p.root_path(); p = p.parent_path())
+    if (p.filename() == "checkpoints" && fs::exists(p / "latest")) return true;
+  return false;
+}
+
+// Checked before the checkpoint is loaded, so a refused export costs nothing.
+void check_export_dir(const std::string& out_dir, bool force) {
+  const fs::path out(out_dir);
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec))
+    throw Error(fmt::format("--out {} exists and is not a directory; choose a new directory", out_dir));
+  if (is_training_state(out))
+    throw Error(fmt::format("--out {} holds a checkpoint (or is inside a run's checkpoints/); an export would "
+                            "replace its model.safetensors and damage it. Export into a new directory",
+                            out_dir));
+  if (fs::directory_iterator(out, ec) != fs::directory_iterator() && !force)
+    throw Error(fmt::format("--out {} is not empty; export into a new or empty directory, or pass --force to "
+                            "replace the export's files there", out_dir));
+}
+
 // The checkpoint's last "eval" record of metrics.jsonl (null when the run never evaluated).
 nlohmann::json last_eval_record(const std::string& checkpoint_dir) {
   std::ifstream in(fs::path(checkpoint_dir) / "metrics.jsonl");
@@ -108,7 +133,8 @@ The resolved `roformer` config of the run:
 }
 }  // namespace
 
-void export_hf(const std::string& checkpoint, const std::string& out_dir) {
+void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
+  check_export_dir(out_dir, force);
   auto ck = load_checkpoint(checkpoint, torch::Device(torch::kCPU));
   const auto& m = ck.config.model;
   if (m.norm != "post")

@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "data/text_reader.h"
 #include "tools/checkpoint_loader.h"
 
 namespace roformer::tools {
@@ -37,10 +38,20 @@ int run_fill_mask(const FillMaskRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = load_checkpoint(req.checkpoint, device);
   std::vector<std::string> texts = req.texts;
+  // Texts are checked as data files are: invalid UTF-8 would otherwise be tokenized as garbage (and
+  // end --json output in an encoding error).
+  for (size_t i = 0; i < texts.size(); ++i)
+    if (const int64_t bad = data::find_invalid_utf8(texts[i]); bad >= 0)
+      throw Error(fmt::format("text argument {}: invalid UTF-8 at byte {}; pass UTF-8 text", i + 1, bad + 1));
   if (texts.empty()) {
     std::string line;
-    while (std::getline(std::cin, line))
+    for (int64_t number = 1; std::getline(std::cin, line); ++number) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (const int64_t bad = data::find_invalid_utf8(line); bad >= 0)
+        throw Error(fmt::format("stdin line {}: invalid UTF-8 at byte {} of the line; re-encode the input as UTF-8 "
+                                "(e.g. iconv -f latin1 -t utf-8)", number, bad + 1));
       if (!line.empty()) texts.push_back(line);
+    }
   }
   if (texts.empty()) throw Error("no text: pass \"... [MASK] ...\" as an argument or one text per line on stdin");
   const int64_t max_len = ck.config.model.max_position_embeddings;

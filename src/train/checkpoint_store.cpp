@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -123,6 +124,28 @@ std::string CheckpointWriter::commit() {
   return final_dir.string();
 }
 
+std::vector<ManifestEntry> parse_manifest(const std::string& text) {
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("manifest.json is unreadable: ") + e.what());
+  }
+  if (!manifest.is_object() || !manifest.contains("files") || !manifest["files"].is_object())
+    throw Error("manifest.json has no file list");
+  std::vector<ManifestEntry> entries;
+  for (const auto& [name, info] : manifest["files"].items()) {
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos)
+      throw Error(fmt::format("manifest.json lists '{}', which is not a file name inside the checkpoint", name));
+    if (!info.is_object() || !info.contains("size") || !info["size"].is_number_unsigned() ||
+        !info.contains("checksum") || !info["checksum"].is_string())
+      throw Error(fmt::format("manifest.json: the entry of {} needs a size (a count of bytes) and a checksum", name));
+    entries.push_back({name, info["size"].get<uint64_t>(), info["checksum"].get<std::string>()});
+  }
+  return entries;
+}
+
 CheckpointCheck verify_checkpoint(const std::string& dir) {
   CheckpointCheck result;
   const fs::path manifest_path = fs::path(dir) / kManifest;
@@ -134,32 +157,30 @@ CheckpointCheck verify_checkpoint(const std::string& dir) {
     result.problem = "no manifest.json (the save did not complete)";
     return result;
   }
-  nlohmann::json manifest;
+  std::vector<ManifestEntry> entries;
   try {
-    std::ifstream in(manifest_path);
-    manifest = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    result.problem = std::string("manifest.json is unreadable: ") + e.what();
+    std::ifstream in(manifest_path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    entries = parse_manifest(text.str());
+  } catch (const Error& e) {
+    result.problem = e.what();
     return result;
   }
-  if (!manifest.contains("files") || !manifest["files"].is_object()) {
-    result.problem = "manifest.json has no file list";
-    return result;
-  }
-  for (const auto& [name, info] : manifest["files"].items()) {
-    const fs::path p = fs::path(dir) / name;
-    if (!fs::exists(p)) {
-      result.problem = fmt::format("{} is missing", name);
+  for (const auto& entry : entries) {
+    const fs::path p = fs::path(dir) / entry.name;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      result.problem = fmt::format("{} is missing", entry.name);
       return result;
     }
-    const auto size = fs::file_size(p);
-    if (size != info.value("size", uint64_t{0})) {
-      result.problem = fmt::format("{} has {} bytes, the manifest says {} (truncated?)", name, size,
-                                   info.value("size", uint64_t{0}));
+    const auto size = fs::file_size(p, ec);
+    if (size != entry.size) {
+      result.problem = fmt::format("{} has {} bytes, the manifest says {} (truncated?)", entry.name, size, entry.size);
       return result;
     }
-    if (core::file_checksum(p.string()) != info.value("checksum", std::string())) {
-      result.problem = fmt::format("{} does not match its checksum (corrupted)", name);
+    if (core::file_checksum(p.string()) != entry.checksum) {
+      result.problem = fmt::format("{} does not match its checksum (corrupted)", entry.name);
       return result;
     }
   }
@@ -192,6 +213,16 @@ std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std
   return "";
 }
 
+std::string find_valid_checkpoint_at_most(const std::string& checkpoints_dir, int64_t max_step) {
+  auto all = list_checkpoints(checkpoints_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    int64_t step = 0;
+    if (parse_step_name(fs::path(*it).filename().string(), &step) && step <= max_step && verify_checkpoint(*it).ok)
+      return *it;
+  }
+  return "";
+}
+
 std::string resolve_checkpoint_dir(const std::string& path) {
   if (!fs::exists(path))
     throw Error(fmt::format("checkpoint '{}' does not exist; pass a checkpoint directory "
@@ -204,6 +235,11 @@ std::string resolve_checkpoint_dir(const std::string& path) {
       if (found.empty())
         throw Error(fmt::format("no complete, intact checkpoint under '{}': {}", path,
                                 warnings.empty() ? "" : warnings.front()));
+      // Never fall back silently: the figures would belong to another step than the user expects.
+      for (const auto& w : warnings) spdlog::warn("{}", w);
+      if (!warnings.empty())
+        spdlog::warn("using the older checkpoint {}: the newest one is damaged (`roformer inspect {}` shows why)",
+                     found, path);
       return found;
     }
   }

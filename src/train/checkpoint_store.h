@@ -41,6 +41,16 @@ class CheckpointWriter {
 // "step_00001234".
 std::string checkpoint_name(int64_t step);
 
+// One file listed in a checkpoint's manifest.json.
+struct ManifestEntry {
+  std::string name;      // a plain file name inside the checkpoint directory
+  uint64_t size = 0;
+  std::string checksum;
+};
+// Parses manifest.json text; throws roformer::Error saying what is wrong (not JSON, no file list,
+// a name that is not a plain file name, a size or checksum of the wrong type).
+std::vector<ManifestEntry> parse_manifest(const std::string& text);
+
 struct CheckpointCheck {
   bool ok = false;
   std::string problem;  // why it is not usable, when !ok
@@ -55,8 +65,12 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 // (incomplete or corrupt) checkpoint adds a line to `warnings`.
 std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings);
 
+// The newest checkpoint that verifies and was saved at step <= max_step; "" when there is none.
+std::string find_valid_checkpoint_at_most(const std::string& checkpoints_dir, int64_t max_step);
+
 // `path` is a checkpoint directory (RUN/checkpoints/step_N) or a run directory (then its newest
-// complete, intact checkpoint). Throws roformer::Error when it is neither or does not exist.
+// complete, intact checkpoint, with a warning for each newer one skipped). Throws roformer::Error
+// when it is neither or does not exist.
 std::string resolve_checkpoint_dir(const std::string& path);
 
 // Deletes all but the newest `keep_last` complete checkpoints (never `keep`, the one just written),

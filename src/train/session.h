@@ -119,6 +119,7 @@ class Trainer {
   std::vector<std::string> gather_rng_states();  // collective; rank 0 gets every rank's, serialized
   void restore_rng_states(const std::string& dir, int64_t saved_world_size);
   void setup_tokenizer();
+  void check_memory(int64_t vocab_size) const;  // train/memory_check.h: refuses what cannot fit the device
   std::shared_ptr<const data::PreparedCorpus> prepare(const std::vector<std::string>& files, const std::string& name);
   void load_checkpoint(const std::string& dir);
   void save_checkpoint(const std::string& reason);
@@ -161,8 +162,6 @@ class Trainer {
   int64_t good_steps_ = 0;
   int64_t last_saved_step_ = -1;
   int64_t fault_nonfinite_step_ = -1;  // ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP (tests only)
-  data::LoaderState step_start_loader_state_;
-  std::vector<torch::Tensor> step_start_rng_;
   std::optional<EvalResult> last_eval_;
 };
 

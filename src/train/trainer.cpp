@@ -48,12 +48,15 @@
 #include "model/roformer.h"
 #include "train/checkpoint_store.h"
 #include "train/evaluate.h"
+#include "train/memory_check.h"
 #include "train/metrics.h"
+#include "train/prepared_data.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/session.h"
 #include "train/signals.h"
+#include "train/trainer_state.h"
 
 namespace roformer::train {
 namespace fs = std::filesystem;
@@ -99,17 +102,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// A signature of the inputs of a prepared directory, so edited or replaced files are re-prepared.
-json sources_signature(const std::vector<std::string>& files, const std::string& fingerprint) {
-  json list = json::array();
-  for (const auto& f : files) {
-    std::error_code ec;
-    const auto size = fs::file_size(f, ec);
-    const auto mtime = fs::last_write_time(f, ec).time_since_epoch().count();
-    list.push_back({{"path", fs::absolute(f).string()}, {"size", ec ? 0 : size}, {"mtime", static_cast<int64_t>(mtime)}});
-  }
-  return {{"files", list}, {"tokenizer_fingerprint", fingerprint}};
-}
 
 std::vector<torch::Tensor> get_rng_states() {
   std::vector<torch::Tensor> states;
@@ -159,6 +151,19 @@ uint64_t rank_seed(int64_t seed, int rank, int64_t step) {
       core::kGoldenGamma);
 }
 
+// What to do after a non-finite step: resume from the newest intact checkpoint saved at step <=
+// max_step (the state the failing step started from replays the same failure), or start over.
+std::string nonfinite_resume_advice(const std::string& ckpt_dir, const std::string& run_dir, int64_t max_step) {
+  const std::string fixes = "lowering optimizer.lr, raising schedule.warmup_steps or setting optimizer.grad_clip";
+  const std::string usable = find_valid_checkpoint_at_most(ckpt_dir, max_step);
+  if (usable.empty())
+    return fmt::format("No checkpoint from before the failure exists to resume from (the newest state would fail "
+                       "the same way), so nothing was saved: start a new run in another --run-dir after {}", fixes);
+  return fmt::format("Nothing was saved (that state would fail the same way). Resume from {}, the newest checkpoint "
+                     "from before the failure, after {}: roformer train --run-dir {} --resume {}",
+                     usable, fixes, run_dir, usable);
+}
+
 std::string rng_file(int rank) { return rank == 0 ? "rng.pt" : fmt::format("rng_rank{}.pt", rank); }
 
 }  // namespace
@@ -184,14 +189,15 @@ void Trainer::setup_tokenizer() {
   std::string path = init_ ? adopt_init_tokenizer(*init_, cfg_, run_dir_) : cfg_.tokenizer.model;
   if (!resume_dir_.empty()) {
     // The checkpoint carries its tokenizer: the run continues with exactly that one.
-    const auto state = json::parse(read_text((fs::path(resume_dir_) / "trainer_state.json").string()));
+    const std::string state_path = (fs::path(resume_dir_) / "trainer_state.json").string();
+    const TrainerState state = parse_trainer_state(read_text(state_path), state_path);
     path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
     if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum((fs::path(resume_dir_) / "tokenizer.model").string())) {
       fs::create_directories(fs::path(path).parent_path());
       fs::copy_file((fs::path(resume_dir_) / "tokenizer.model"), path, fs::copy_options::overwrite_existing);
     }
     tokenizer_ = data::Tokenizer::load(path);
-    if (tokenizer_->fingerprint() != state.value("tokenizer_fingerprint", std::string()))
+    if (tokenizer_->fingerprint() != state.tokenizer_fingerprint)
       throw Error(fmt::format("the tokenizer in checkpoint {} does not match its recorded fingerprint; the "
                               "checkpoint is damaged", resume_dir_));
     return;
@@ -208,7 +214,12 @@ void Trainer::setup_tokenizer() {
                     "--set data.train_files=[../shared/data/brown/train.txt]");
       spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", cfg_.tokenizer.model_type,
                    cfg_.tokenizer.vocab_size, inputs.size());
-      path = data::train_tokenizer(data::tokenizer_options_from_config(cfg_, (fs::path(run_dir_) / "tokenizer").string()));
+      try {
+        path = data::train_tokenizer(data::tokenizer_options_from_config(cfg_, (fs::path(run_dir_) / "tokenizer").string()));
+      } catch (const Error& e) {  // about an input file: name the key that listed it
+        if (std::string(e.what()).find("tokenizer.") != std::string::npos) throw;
+        throw Error(fmt::format("{}: {}", cfg_.tokenizer.input.empty() ? "data.train_files" : "tokenizer.input", e.what()));
+      }
     }
   }
   tokenizer_ = data::Tokenizer::load(path);
@@ -217,36 +228,13 @@ void Trainer::setup_tokenizer() {
 
 std::shared_ptr<const data::PreparedCorpus> Trainer::prepare(const std::vector<std::string>& files,
                                                                const std::string& name) {
-  if (files.size() == 1 && data::is_prepared_dir(files[0]))
-    return data::PreparedCorpus::open(files[0], tokenizer_->fingerprint());
-  for (const auto& f : files)
-    if (!fs::exists(f))
-      throw Error(fmt::format("data file '{}' does not exist (data.{}_files); fix the path or prepare the corpus "
-                              "first (data/prepare_brown.sh)", f, name));
-  const fs::path base = cfg_.data.prepared_dir.empty() ? fs::path(run_dir_) / "data" : fs::path(cfg_.data.prepared_dir);
-  const std::string dir = (base / name).string();
-  const std::string signature_path = (base / (name + ".sources.json")).string();
-  const json signature = sources_signature(files, tokenizer_->fingerprint());
-  if (data::is_prepared_dir(dir) && fs::exists(signature_path)) {
-    try {
-      if (json::parse(read_text(signature_path)) == signature) {
-        spdlog::info("using prepared {} data in {}", name, dir);
-        return data::PreparedCorpus::open(dir, tokenizer_->fingerprint());
-      }
-    } catch (const json::exception&) {
-    }
-    spdlog::info("the {} files or the tokenizer changed since {} was prepared; preparing again", name, dir);
-  }
-  spdlog::info("preparing {} data ({} file(s)) into {}", name, files.size(), dir);
-  data::PrepareOptions o;
-  o.tokenizer_model = tokenizer_->model_path();
-  o.inputs = files;
-  o.out_dir = dir;
-  o.jsonl_field = cfg_.data.jsonl_field;
-  auto stats = data::prepare_corpus(o);
-  spdlog::info("prepared {} documents, {} tokens in {:.1f}s", stats.documents, stats.tokens, stats.seconds);
-  write_file_atomic(signature_path, signature.dump(2) + "\n");
-  return data::PreparedCorpus::open(dir, tokenizer_->fingerprint());
+  PreparedDataRequest request;
+  request.files = files;
+  request.name = name;
+  request.cache_dir = cfg_.data.prepared_dir.empty() ? (fs::path(run_dir_) / "data").string() : cfg_.data.prepared_dir;
+  request.jsonl_field = cfg_.data.jsonl_field;
+  request.resuming = !resume_dir_.empty();
+  return open_prepared_data(request, *tokenizer_);
 }
 
 void Trainer::setup_model_and_optimizer() {
@@ -254,6 +242,7 @@ void Trainer::setup_model_and_optimizer() {
   if (cfg_.model.vocab_size != 0 && cfg_.model.vocab_size != vocab)
     throw Error(fmt::format("model.vocab_size is {} but the tokenizer has {} pieces; set model.vocab_size: 0 to "
                             "take it from the tokenizer", cfg_.model.vocab_size, vocab));
+  check_memory(vocab);
   torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
   model_ = model::RoFormerForMaskedLM(
       model::options_from_config(cfg_.model, vocab).rotary_impl(variant_.rotary_impl));
@@ -434,8 +423,9 @@ void Trainer::save_checkpoint(const std::string& reason) {
 
 // Every rank reads the same checkpoint (a shared filesystem in multi-node runs).
 void Trainer::load_checkpoint(const std::string& dir) {
-  const auto state = json::parse(read_text((fs::path(dir) / "trainer_state.json").string()));
-  step_ = state.at("step").get<int64_t>();
+  const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
+  const TrainerState state = parse_trainer_state(read_text(state_path), state_path);
+  step_ = state.step;
   try {
     model_->load_hf_state_dict(core::load_safetensors((fs::path(dir) / "model.safetensors").string()));
     // Onto the run's device: train.device may change on resume (a CPU checkpoint resumed on CUDA or
@@ -444,9 +434,9 @@ void Trainer::load_checkpoint(const std::string& dir) {
   } catch (const c10::Error& e) {
     throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
   }
-  const int64_t saved_world = state.value("world_size", int64_t{1});
+  const int64_t saved_world = state.world_size;
   const int64_t global_batch = cfg_.train.batch_size * cfg_.train.grad_accum * world_size();
-  const int64_t saved_global_batch = state.value("global_batch_size", global_batch);
+  const int64_t saved_global_batch = state.global_batch_size.value_or(global_batch);
   if (saved_world != world_size())
     spdlog::info("resuming a checkpoint written by {} process(es) with {}: model, optimizer, step, learning-rate "
                  "schedule and the global data position carry over{}",
@@ -457,12 +447,12 @@ void Trainer::load_checkpoint(const std::string& dir) {
                  "to continue with the same batch", global_batch, cfg_.train.batch_size, cfg_.train.grad_accum,
                  world_size(), saved_global_batch);
   restore_rng_states(dir, saved_world);
-  tokens_seen_ = state.at("tokens_seen").get<int64_t>();
-  loss_scale_ = state.value("loss_scale", 65536.0);
-  good_steps_ = state.value("good_steps", int64_t{0});
+  tokens_seen_ = state.tokens_seen;
+  loss_scale_ = state.loss_scale;
+  good_steps_ = state.good_steps;
   data::LoaderState ls;
-  ls.epoch = state.at("loader").at("epoch").get<int64_t>();
-  ls.position = state.at("loader").at("position").get<int64_t>();
+  ls.epoch = state.loader_epoch;
+  ls.position = state.loader_position;
   loader_->restore(ls);
   // metrics.jsonl continues from the checkpoint's copy, as if the run had never stopped.
   if (main_rank()) write_file_atomic(metrics_.path(), read_text((fs::path(dir) / "metrics.jsonl").string()));
@@ -679,6 +669,13 @@ void Trainer::setup_device() {
   if (cfg_.train.precision == "fp16" && !device_.is_cuda())
     throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
   if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
+  // Before the data and the model are built; the vocabulary is the configured one until the tokenizer is loaded.
+  check_memory(cfg_.model.vocab_size > 0 ? cfg_.model.vocab_size : cfg_.tokenizer.vocab_size);
+}
+
+void Trainer::check_memory(int64_t vocab_size) const {
+  check_training_memory(cfg_, vocab_size, device_memory_bytes(device_.is_cuda(), device_.is_cuda() ? std::max<int>(0, device_.index()) : 0),
+                        device_.str());
 }
 
 void Trainer::use_synthetic_data(int64_t vocab_size) {
@@ -798,8 +795,6 @@ int Trainer::run() {
   int64_t last_synced_step = step_;  // a non-finite value found later arose after this step
   auto due = [&](int64_t every, int64_t step) { return (every > 0 && step % every == 0) || step == total; };
   while (step_ < total) {
-    step_start_loader_state_ = loader_->state();
-    step_start_rng_ = get_rng_states();
     const auto t0 = std::chrono::steady_clock::now();
     // Steps whose values are logged, evaluated after or checkpointed read them back (CPU: every step);
     // so does a step during which a stop was requested. The same decision on every rank.
@@ -807,23 +802,20 @@ int Trainer::run() {
     StepResult r = train_step(due(cfg_.logging.every, next) || due(cfg_.eval.every, next) ||
                               due(cfg_.checkpoint.every, next));
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Nothing is saved: weights that already gave a non-finite value (or were blown up by a huge
+    // learning rate) would fail again on resume. The advice names a checkpoint from before the failure.
     if (!r.finite && !r.skipped && r.nonfinite_earlier) {
       progress.clear();
+      // The first possibly bad step started from the state saved at last_synced_step, so only a
+      // checkpoint from before that one can be resumed without replaying the failure.
       throw Error(fmt::format("non-finite loss or gradient norm between steps {} and {} (found at step {}; updates "
-                              "stopped at the first one). Resume from the last checkpoint in {} with --resume auto "
-                              "after lowering optimizer.lr, raising schedule.warmup_steps or setting "
-                              "optimizer.grad_clip", last_synced_step + 1, step_ + 1, step_ + 1, ckpt_dir_));
+                              "stopped at the first one). {}", last_synced_step + 1, step_ + 1, step_ + 1,
+                              nonfinite_resume_advice(ckpt_dir_, run_dir_, last_synced_step - 1)));
     }
     if (!r.finite && !r.skipped) {
       progress.clear();
-      // Nothing was applied: save the state from before this step and stop.
-      loader_->restore(step_start_loader_state_);
-      set_rng_states(step_start_rng_);
-      save_checkpoint("non-finite loss or gradient");
-      throw Error(fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}; the last good state is saved "
-                              "in {}. Lower optimizer.lr, raise schedule.warmup_steps or set optimizer.grad_clip, "
-                              "then resume with --resume auto",
-                              r.loss, r.grad_norm, step_ + 1, ckpt_dir_));
+      throw Error(fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}. {}", r.loss, r.grad_norm,
+                              step_ + 1, nonfinite_resume_advice(ckpt_dir_, run_dir_, step_ - 1)));
     }
     if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", step_ + 1, loss_scale_);
     ++step_;
@@ -969,6 +961,15 @@ int run_training(const TrainRequest& request) {
   }
   cfg.train.run_dir = run_dir;
   config::validate(cfg);
+  if (!resume_dir.empty()) {  // a checkpoint past train.steps would otherwise end in a false "done"
+    const std::string state_path = (fs::path(resume_dir) / "trainer_state.json").string();
+    const int64_t saved_step = parse_trainer_state(read_text(state_path), state_path).step;
+    if (saved_step > cfg.train.steps)
+      throw Error(fmt::format("checkpoint {} is at step {}, beyond train.steps = {}: there is nothing to train. "
+                              "Raise train.steps above {} to continue (--set train.steps=N), or use the checkpoint "
+                              "as it is (roformer eval / export)", resume_dir, saved_step, cfg.train.steps,
+                              saved_step));
+  }
   setup_logging(cfg.logging.level);
   if (init) check_init_architecture(*init, cfg);
   if (main_process) carry_out(plan, run_dir);  // only rank 0 deletes or moves; every rank planned alike

@@ -46,6 +46,28 @@ TEST(DataCli, UserErrorsExitOneWithAMessage) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("input file not found"), std::string::npos) << r.output;
   EXPECT_FALSE(rt::fs::exists(dir.str("prep")));
+  // A directory where a file is expected.
+  rt::fs::create_directories(dir.str("folder"));
+  r = rt::run_roformer("tokenizer train --input " + dir.str("folder") + " --vocab-size 300 --out " + dir.str("tok"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("input " + dir.str("folder") + " is a directory, not a text or JSONL file"),
+            std::string::npos) << r.output;
+  rt::write_file(dir.str("a.txt"), "some text\n");
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("folder") + " --input " + dir.str("a.txt") + " --out " +
+                       dir.str("prep"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("tokenizer model " + dir.str("folder") + " is a directory; give the .model file itself"),
+            std::string::npos) << r.output;
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("a.txt") + " --input " + dir.str("a.txt") + " --out " +
+                       dir.str("prep"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot load tokenizer " + dir.str("a.txt") + ": the file is not a SentencePiece model"),
+            std::string::npos) << r.output;
+  r = rt::run_roformer("tokenizer train --input " + dir.str("a.txt") + " --vocab-size 300 --character-coverage 0.5 "
+                       "--out " + dir.str("tok"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--character-coverage = 0.5 is outside what SentencePiece accepts, [0.98, 1]"),
+            std::string::npos) << r.output;
   r = rt::run_roformer("bench data --input " + dir.str("missing.txt"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("benchmark input not found"), std::string::npos) << r.output;

@@ -15,6 +15,7 @@
 #include "run_dir_util.h"
 #include "test_util.h"
 #include "tools/checkpoint_loader.h"
+#include "train/checkpoint_store.h"
 
 using namespace roformer::test;
 namespace fs = std::filesystem;
@@ -152,6 +153,91 @@ TEST_F(ToolsTest, FillMaskErrors) {
       ++records;
     }
   EXPECT_EQ(records, 2);
+}
+
+TEST_F(ToolsTest, FillMaskTakesEachTextVerbatim) {
+  // Brackets and commas are text, not the option parser's list syntax.
+  auto r = run_command(roformer_bin() + " fill-mask --json --top-k 1 --checkpoint " + run_ +
+                       " '[The] [MASK] was [over]' '[MASK], [MASK]'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<json> records;
+  std::istringstream lines(r.output);
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty() && line[0] == '{') records.push_back(json::parse(line));
+  ASSERT_EQ(records.size(), 2u) << r.output;
+  EXPECT_EQ(records[0]["text"], "[The] [MASK] was [over]");
+  EXPECT_EQ(records[0]["masks"].size(), 1u);
+  EXPECT_EQ(records[1]["text"], "[MASK], [MASK]");
+  EXPECT_EQ(records[1]["masks"].size(), 2u);
+}
+
+TEST_F(ToolsTest, FillMaskRefusesInvalidUtf8) {
+  for (const std::string json_flag : {"", " --json"}) {
+    auto piped = run_command("printf 'the [MASK] cat.\\na \\303\\050 [MASK].\\n' | " + roformer_bin() +
+                             " fill-mask" + json_flag + " --checkpoint " + run_);
+    EXPECT_EQ(piped.exit_code, 1) << piped.output;
+    EXPECT_NE(piped.output.find("stdin line 2: invalid UTF-8 at byte 3 of the line"), std::string::npos)
+        << piped.output;
+  }
+  auto arg = run_command(roformer_bin() + " fill-mask --json --checkpoint " + run_ + " 'ok [MASK]' \"$(printf 'bad \\377 [MASK]')\"");
+  EXPECT_EQ(arg.exit_code, 1) << arg.output;
+  EXPECT_NE(arg.output.find("text argument 2: invalid UTF-8 at byte 5"), std::string::npos) << arg.output;
+}
+
+TEST_F(ToolsTest, CountOptionsSayAtLeastOne) {
+  auto k = run_roformer("fill-mask --top-k 0 --checkpoint " + run_ + " 'a [MASK]'");
+  EXPECT_NE(k.exit_code, 0);
+  EXPECT_NE(k.output.find("--top-k: must be a whole number of at least 1, got '0'"), std::string::npos) << k.output;
+  auto b = run_roformer("eval --batch-size 0 --checkpoint " + run_);
+  EXPECT_NE(b.exit_code, 0);
+  EXPECT_NE(b.output.find("--batch-size: must be a whole number of at least 1, got '0'"), std::string::npos)
+      << b.output;
+  EXPECT_EQ(k.output.find("1.797"), std::string::npos) << k.output;
+  EXPECT_EQ(b.output.find("1.797"), std::string::npos) << b.output;
+}
+
+TEST_F(ToolsTest, ExportRefusesNonEmptyDirectoryAndCheckpoints) {
+  const std::string out = tmp_->str("occupied");
+  write_file(out + "/notes.txt", "mine");
+  auto r = run_roformer("export --checkpoint " + run_ + " --out " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--out " + out + " is not empty; export into a new or empty directory, or pass --force"),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+  auto forced = run_roformer("export --force --checkpoint " + run_ + " --out " + out);
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  EXPECT_EQ(read_file(out + "/notes.txt"), "mine");
+  // A checkpoint (or the checkpoints folder) is never written into, even with --force.
+  const std::string ck = run_ + "/checkpoints/step_00000300";
+  for (const std::string& target : {ck, run_ + "/checkpoints"}) {
+    auto into = run_roformer("export --force --checkpoint " + run_ + " --out " + target);
+    EXPECT_EQ(into.exit_code, 1) << into.output;
+    EXPECT_NE(into.output.find("--out " + target + " holds a checkpoint"), std::string::npos) << into.output;
+  }
+  EXPECT_TRUE(roformer::train::verify_checkpoint(ck).ok);
+}
+
+TEST_F(ToolsTest, EvalWarnsWhenFallingBackToAnOlderCheckpoint) {
+  // A copy of the run with a newer, damaged checkpoint.
+  const std::string run = tmp_->str("fallback");
+  fs::create_directories(run + "/checkpoints");
+  fs::copy(run_ + "/checkpoints/step_00000300", run + "/checkpoints/step_00000300", fs::copy_options::recursive);
+  fs::copy(run_ + "/checkpoints/step_00000300", run + "/checkpoints/step_00000301", fs::copy_options::recursive);
+  {
+    std::ofstream f(run + "/checkpoints/step_00000301/model.safetensors", std::ios::app | std::ios::binary);
+    f << "junk";
+  }
+  for (const std::string cmd : {"eval --max-sequences 8 --checkpoint " + run, "export --checkpoint " + run +
+                                " --out " + tmp_->str("fallback_hf")}) {
+    auto r = run_roformer(cmd);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("skipping checkpoint " + run + "/checkpoints/step_00000301: model.safetensors has"),
+              std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("using the older checkpoint " + run + "/checkpoints/step_00000300"), std::string::npos)
+        << r.output;
+  }
 }
 
 TEST_F(ToolsTest, ExportRoundTripThroughTransformers) {

@@ -235,23 +235,124 @@ TEST_F(TrainTest, GoldenLossCurve) {
         << "step " << i + 1;
 }
 
-TEST_F(TrainTest, NonFiniteLossSavesLastGoodStateAndStops) {
-  // An absurd learning rate without clipping turns the weights non-finite after the first update.
-  auto r = train("nf", "--set optimizer.lr=1e30 --set optimizer.grad_clip=0 --set checkpoint.every=0");
+TEST_F(TrainTest, NonFiniteLossSavesNothingAndSaysThereIsNoCheckpointToResume) {
+  // An absurd learning rate without clipping turns the weights non-finite after the first update;
+  // the step-1 checkpoint holds those weights, so it is no state to resume from.
+  auto r = train("nf", "--set optimizer.lr=1e30 --set optimizer.grad_clip=0 --set checkpoint.every=1");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("non-finite loss"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("at step 2; the last good state is saved"), std::string::npos) << r.output;
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("nf", 1)).ok);
-  auto state = json::parse(read_file(ckpt("nf", 1) + "/trainer_state.json"));
-  EXPECT_EQ(state["step"], 1);
-  EXPECT_EQ(state["loader"]["position"], 4);  // the batch of the failed step is served again
-  // The rescue keys are accepted on resume, with a warning (these weights are beyond rescue after
-  // an update at lr 1e30, so only the acceptance is checked, not the outcome).
-  auto resumed = run_roformer("train --run-dir " + tmp_.str("nf") + " --resume auto --set optimizer.lr=1e-3 "
-                              "--set optimizer.grad_clip=1 --set train.steps=4");
-  EXPECT_NE(resumed.output.find("resumed from " + ckpt("nf", 1) + " at step 1"), std::string::npos) << resumed.output;
-  EXPECT_NE(resumed.output.find("optimizer.lr: 1e+30 -> 0.001; the run is no longer an exact continuation"),
-            std::string::npos) << resumed.output;
+  EXPECT_NE(r.output.find("at step 2. No checkpoint from before the failure exists to resume from"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("start a new run in another --run-dir after lowering optimizer.lr"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(ckpt("nf", 2)));
+}
+
+TEST_F(TrainTest, NonFiniteLossAdvisesTheNewestCheckpointFromBeforeTheFailure) {
+  auto good = train("g", "--set train.steps=2 --set schedule.warmup_steps=0 --set checkpoint.every=1 "
+                         "--set eval.every=0");
+  ASSERT_EQ(good.exit_code, 0) << good.output;
+  // The rescue keys are accepted on resume, with a warning; here they make it diverge at step 4.
+  auto r = run_roformer("train --run-dir " + tmp_.str("g") + " --resume auto --set train.steps=6 "
+                        "--set optimizer.lr=1e30 --set optimizer.grad_clip=0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("optimizer.lr: 0.003 -> 1e+30; the run is no longer an exact continuation"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at step 4. Nothing was saved (that state would fail the same way). Resume from " +
+                          ckpt("g", 2) + ", the newest checkpoint from before the failure"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("roformer train --run-dir " + tmp_.str("g") + " --resume " + ckpt("g", 2)),
+            std::string::npos) << r.output;
+}
+
+TEST_F(TrainTest, ResumeBeyondTrainStepsIsAnErrorNotDone) {
+  auto a = train("s", "--set train.steps=2 --set schedule.warmup_steps=0 --set eval.every=0");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto r = run_roformer("train --run-dir " + tmp_.str("s") + " --resume auto --set train.steps=1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("checkpoint " + ckpt("s", 2) + " is at step 2, beyond train.steps = 1: there is nothing "
+                          "to train. Raise train.steps above 2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("done:"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainTest, HugeValuesAreRefusedWithTheFigureAndTheKey) {
+  auto batch = train("hb", "--set train.batch_size=2000000000");
+  EXPECT_EQ(batch.exit_code, 1) << batch.output;
+  EXPECT_NE(batch.output.find("the run needs at least"), std::string::npos) << batch.output;
+  EXPECT_NE(batch.output.find("GiB but cpu has"), std::string::npos) << batch.output;
+  EXPECT_NE(batch.output.find("Lower train.batch_size (the largest share)"), std::string::npos) << batch.output;
+  auto hidden = train("hh", "--set model.hidden_size=2000000000");
+  EXPECT_EQ(hidden.exit_code, 1) << hidden.output;
+  EXPECT_NE(hidden.output.find("Lower model.hidden_size (the largest share)"), std::string::npos) << hidden.output;
+  auto overflow = train("ho", "--set train.steps=99999999999999999999");
+  EXPECT_EQ(overflow.exit_code, 1) << overflow.output;
+  EXPECT_NE(overflow.output.find("train.steps = 99999999999999999999 is too large for a 64-bit integer"),
+            std::string::npos) << overflow.output;
+}
+
+TEST_F(TrainTest, ChangedTrainingTextOnResumeWarnsThatTheRunIsNoLongerExact) {
+  auto a = train("c", "--set train.steps=2 --set schedule.warmup_steps=0 --set eval.every=0");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  write_file(tmp_.str("train.txt"), synthetic_corpus(70, 4, 9));
+  auto r = run_roformer("train --run-dir " + tmp_.str("c") + " --resume auto --set train.steps=3");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("data.train_files changed since " + tmp_.str("c") + "/data/train was prepared"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("The resumed run is no longer an exact continuation of the original"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(TrainTest, DamagedShardInTheRunsCacheIsPreparedAgain) {
+  auto a = train("d", "--set train.steps=2 --set schedule.warmup_steps=0 --set eval.every=0");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string shard = tmp_.str("d") + "/data/train/shard_00000.tok";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64);  // the first token id, after the header: beyond the 120-piece vocabulary
+    const char bad[2] = {'\xff', '\xff'};
+    f.write(bad, 2);
+  }
+  auto r = run_roformer("train --run-dir " + tmp_.str("d") + " --resume auto --set train.steps=3");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the prepared train data in " + tmp_.str("d") + "/data/train is damaged (shard " + shard +
+                          " holds token id 65535"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("preparing it again from data.train_files"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainTest, DataErrorsNameTheKeyAndTheFile) {
+  write_file(tmp_.str("empty.txt"), "\n\n");
+  auto empty = train("e", "--set data.valid_files=[" + tmp_.str("empty.txt") + "]");
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
+  EXPECT_NE(empty.output.find("data.valid_files: the corpus is empty: no text in " + tmp_.str("empty.txt")),
+            std::string::npos) << empty.output;
+  // A directory without meta.json (a plain folder, or a prepared one whose prepare did not finish).
+  fs::create_directories(tmp_.str("folder"));
+  write_file(tmp_.str("folder/shard_00000.tok"), "x");
+  auto dir = train("f", "--set data.valid_files=[" + tmp_.str("folder") + "]");
+  EXPECT_EQ(dir.exit_code, 1) << dir.output;
+  EXPECT_NE(dir.output.find("data.valid_files: '" + tmp_.str("folder") + "' is a directory but not a prepared corpus "
+                            "(no meta.json"), std::string::npos) << dir.output;
+  auto as_train = train("f2", "--set data.train_files=[" + tmp_.str("folder") + "]");
+  EXPECT_EQ(as_train.exit_code, 1) << as_train.output;
+  EXPECT_NE(as_train.output.find("data.train_files: input " + tmp_.str("folder") + " is a directory"),
+            std::string::npos) << as_train.output;
+  auto vocab = train("v", "--set tokenizer.vocab_size=40");
+  EXPECT_EQ(vocab.exit_code, 1) << vocab.output;
+  EXPECT_NE(vocab.output.find("tokenizer.vocab_size = 40 is too small for this text"), std::string::npos)
+      << vocab.output;
+  EXPECT_NE(vocab.output.find("raise tokenizer.vocab_size to at least"), std::string::npos) << vocab.output;
+}
+
+TEST_F(TrainTest, EmptyConfigFileWarns) {
+  write_file(tmp_.str("empty.yaml"), "# nothing yet\n");
+  auto r = run_roformer("config print -c " + tmp_.str("empty.yaml"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("config file '" + tmp_.str("empty.yaml") + "' is empty: every key keeps its default"),
+            std::string::npos) << r.output;
+  auto dir = run_roformer("train -c " + tmp_.str() + " --set train.steps=1");
+  EXPECT_EQ(dir.exit_code, 1) << dir.output;
+  EXPECT_NE(dir.output.find("config '" + tmp_.str() + "' is a directory, not a YAML file"), std::string::npos)
+      << dir.output;
 }
 
 TEST_F(TrainTest, Bf16AutocastOnCpuTrains) {

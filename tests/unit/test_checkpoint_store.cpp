@@ -12,8 +12,10 @@
 #include "core/hash.h"
 #include "test_util.h"
 #include "train/checkpoint_store.h"
+#include "train/trainer_state.h"
 
 using namespace roformer::train;
+using roformer::test::error_of;
 using roformer::test::read_file;
 using roformer::test::TempDir;
 using roformer::test::write_file;
@@ -157,4 +159,56 @@ TEST(CheckpointStore, AtomicFileReplace) {
   write_file_atomic(tmp.str("f.txt"), "two");
   EXPECT_EQ(read_file(tmp.str("f.txt")), "two");
   EXPECT_THROW(write_file_atomic(tmp.str("no/such/dir/f.txt"), "x"), roformer::Error);
+}
+
+TEST(CheckpointStore, ManifestEntriesMustBePlainFilesWithSizeAndChecksum) {
+  const auto ok = parse_manifest(R"({"files": {"a.pt": {"size": 3, "checksum": "00ff"}}})");
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].name, "a.pt");
+  EXPECT_EQ(ok[0].size, 3u);
+  EXPECT_NE(error_of([] { parse_manifest("{not json"); }).find("manifest.json is unreadable"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_manifest("[1]"); }).find("manifest.json has no file list"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"../../x": {"size": 1, "checksum": "a"}}})"); })
+                .find("manifest.json lists '../../x', which is not a file name inside the checkpoint"),
+            std::string::npos);
+  // A size of the wrong type used to escape as a JSON type error (exit 2).
+  EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"a": {"size": "3", "checksum": "a"}}})"); })
+                .find("the entry of a needs a size (a count of bytes) and a checksum"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"a": 7}})"); }).find("the entry of a needs a size"),
+            std::string::npos);
+  // verify_checkpoint reports it as the checkpoint's problem.
+  TempDir dir;
+  write_file(dir.str("manifest.json"), R"({"files": {"a": {"size": -1, "checksum": "x"}}})");
+  const auto check = verify_checkpoint(dir.str());
+  EXPECT_FALSE(check.ok);
+  EXPECT_NE(check.problem.find("the entry of a needs a size"), std::string::npos) << check.problem;
+}
+
+TEST(CheckpointStore, TrainerStateFieldsAreChecked) {
+  const std::string good = R"({"step": 12, "tokens_seen": 40, "loader": {"epoch": 0, "position": 4},
+                               "world_size": 2, "global_batch_size": 8, "loss_scale": 1024.0, "good_steps": 3,
+                               "tokenizer_fingerprint": "0123456789abcdef"})";
+  const auto s = parse_trainer_state(good, "ck/trainer_state.json");
+  EXPECT_EQ(s.step, 12);
+  EXPECT_EQ(s.loader_position, 4);
+  EXPECT_EQ(s.world_size, 2);
+  EXPECT_EQ(s.global_batch_size.value_or(-1), 8);
+  EXPECT_DOUBLE_EQ(s.loss_scale, 1024.0);
+  auto msg = error_of([] { parse_trainer_state(R"({"step": "12"})", "ck/trainer_state.json"); });
+  EXPECT_NE(msg.find("ck/trainer_state.json: step is \"12\", not a count; the checkpoint is damaged"),
+            std::string::npos) << msg;
+  msg = error_of([] { parse_trainer_state(R"({"step": 1, "tokens_seen": 2})", "t.json"); });
+  EXPECT_NE(msg.find("t.json: loader is missing"), std::string::npos) << msg;
+  msg = error_of([] { parse_trainer_state("{", "t.json"); });
+  EXPECT_NE(msg.find("t.json: not JSON"), std::string::npos) << msg;
+  msg = error_of([] {
+    parse_trainer_state(R"({"step": 1, "tokens_seen": 2, "loader": {"epoch": -1, "position": 0}})", "t.json");
+  });
+  EXPECT_NE(msg.find("t.json: loader.epoch is -1, not a count"), std::string::npos) << msg;
+  msg = error_of([] {
+    parse_trainer_state(R"({"step": 1, "tokens_seen": 2, "loader": {"epoch": 0, "position": 0}, "loss_scale": 0,
+                            "tokenizer_fingerprint": "x"})", "t.json");
+  });
+  EXPECT_NE(msg.find("t.json: loss_scale is 0, not a positive number"), std::string::npos) << msg;
 }

@@ -168,3 +168,55 @@ TEST(Config, ReferenceListsEveryKey) {
     EXPECT_NE(md.find("`" + key + "`"), std::string::npos) << key;
   }
 }
+
+TEST(Config, DuplicateKeyNamesKeyAndBothLines) {
+  auto msg = error_of([] { parse_config("train:\n  steps: 10\n  batch_size: 4\n  steps: 20\n", {}, "dup.yaml"); });
+  EXPECT_NE(msg.find("dup.yaml: line 4: key 'train.steps' appears twice (first at line 2)"), std::string::npos) << msg;
+}
+
+TEST(Config, DuplicateSectionNamesSectionAndBothLines) {
+  auto msg = error_of([] { parse_config("train:\n  steps: 10\nmodel:\n  num_layers: 2\ntrain:\n  batch_size: 4\n",
+                                        {}, "dup.yaml"); });
+  EXPECT_NE(msg.find("dup.yaml: line 5: section 'train' appears twice (first at line 1)"), std::string::npos) << msg;
+}
+
+TEST(Config, SecondYamlDocumentIsAnError) {
+  auto msg = error_of([] { parse_config("train:\n  steps: 10\n---\ntrain:\n  steps: 20\n", {}, "multi.yaml"); });
+  EXPECT_NE(msg.find("multi.yaml: line 4: a second YAML document"), std::string::npos) << msg;
+  // A bare trailing separator holds nothing that would be ignored.
+  EXPECT_EQ(parse_config("train:\n  steps: 2000\n---\n", {}, "trail.yaml").train.steps, 2000);
+}
+
+TEST(Config, DirectoryAsConfigFileIsAnError) {
+  roformer::test::TempDir tmp;
+  const std::string dir = tmp.str();
+  auto msg = error_of([&] { load_config(dir); });
+  EXPECT_NE(msg.find("config '" + dir + "' is a directory, not a YAML file"), std::string::npos) << msg;
+}
+
+TEST(Config, SectionGivenAsOverrideKeyShowsItsKeys) {
+  auto msg = error_of([] { parse_config("", {"model=3"}); });
+  EXPECT_NE(msg.find("override 'model=3': 'model' is a section, not a key; set one key at a time with --set "
+                     "model.KEY=VALUE (its keys: vocab_size, hidden_size,"), std::string::npos) << msg;
+}
+
+TEST(Config, IntegerTooLargeForItsTypeSaysSo) {
+  auto msg = error_of([] { parse_config("", {"train.steps=99999999999999999999"}); });
+  EXPECT_NE(msg.find("config key train.steps = 99999999999999999999 is too large for a 64-bit integer"),
+            std::string::npos) << msg;
+  auto msg2 = error_of([] { parse_config("train:\n  batch_size: 1e30\n"); });
+  EXPECT_NE(msg2.find("config key train.batch_size = 1e30 is too large for a 64-bit integer"), std::string::npos)
+      << msg2;
+}
+
+// Found by tests/fuzz/fuzz_config: yaml-cpp's LoadAll looped forever on a document starting with
+// ',', and Load reads such a document as empty, ignoring everything after it.
+TEST(Config, LeadingCommaIsMalformedNotEmptyAndDoesNotHang) {
+  auto msg = error_of([] { parse_config("# a comment\n, trained on the\nmodel:\n  num_layers: 2\n", {}, "comma.yaml"); });
+  EXPECT_NE(msg.find("comma.yaml: malformed YAML at line 2: ', trained on the' starts no mapping of sections"),
+            std::string::npos) << msg;
+  EXPECT_EQ(parse_config("~\n").model.num_layers, Config{}.model.num_layers);  // an explicit null is empty
+  EXPECT_EQ(parse_config("train:\n  steps: 2000\n...\n# the end\n", {}, "end.yaml").train.steps, 2000);
+  msg = error_of([] { parse_config("train:\n  steps: 2000\n...\n--- \nmodel:\n  num_layers: 2\n", {}, "m.yaml"); });
+  EXPECT_NE(msg.find("m.yaml: line 5: a second YAML document"), std::string::npos) << msg;
+}

@@ -156,7 +156,7 @@ TEST_F(CorpusTest, ReadsUint32Shards) {
   // A shard whose element size disagrees with meta.json is refused.
   rt::write_file(wide + "/shard_00001.tok", rt::read_file(o.out_dir + "/shard_00001.tok"));
   const std::string msg = error_of([&] { PreparedCorpus::open(wide); });
-  EXPECT_NE(msg.find("shard_00001.tok disagrees with meta.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("shard_00001.tok has 2-byte elements, expected 4 (corrupt header)"), std::string::npos) << msg;
 }
 
 TEST_F(CorpusTest, JsonlInput) {
@@ -211,7 +211,7 @@ TEST_F(CorpusBadInput, MissingInputFile) {
 TEST_F(CorpusBadInput, EmptyCorpus) {
   rt::write_file(dir_->str("empty.txt"), "\n  \n\n");
   const std::string msg = error_of([&] { prepare_corpus(options("existing", {dir_->str("empty.txt")})); });
-  EXPECT_NE(msg.find("the corpus is empty"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the corpus is empty: no text in " + dir_->str("empty.txt")), std::string::npos) << msg;
   expect_untouched();
 }
 
@@ -243,6 +243,57 @@ TEST_F(CorpusBadInput, TokenizerFingerprintMismatch) {
   msg = error_of([&] { PreparedCorpus::open(mixed); });
   EXPECT_NE(msg.find("shard_00000.tok was encoded with tokenizer " + other.fingerprint()), std::string::npos) << msg;
   EXPECT_EQ(snapshot(mixed), mixed_before);
+}
+
+// A copy of the prepared directory to damage.
+std::string copy_prepared(const std::string& from, const std::string& to) {
+  rt::fs::create_directories(to);
+  for (const auto& e : rt::fs::directory_iterator(from))
+    rt::fs::copy_file(e.path(), to + "/" + e.path().filename().string(), rt::fs::copy_options::overwrite_existing);
+  return to;
+}
+
+void poke(const std::string& path, size_t offset, const std::string& bytes) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST_F(CorpusBadInput, TokenIdBeyondVocabularyIsFoundWhenOpened) {
+  const std::string copy = copy_prepared(out_, dir_->str("bad_ids"));
+  poke(copy + "/shard_00000.tok", 64 + 2 * 7, std::string("\xff\x7f", 2));  // token 7 := 32767 (vocabulary: 300)
+  const std::string msg = error_of([&] { PreparedCorpus::open(copy); });
+  EXPECT_NE(msg.find("shard " + copy + "/shard_00000.tok holds token id 32767 at token 7, beyond the vocabulary of 300 "
+                     "ids"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("re-run `roformer prepare`"), std::string::npos) << msg;
+}
+
+TEST_F(CorpusBadInput, DamagedDocumentIndexIsFoundWhenOpened) {
+  const std::string copy = copy_prepared(out_, dir_->str("bad_index"));
+  poke(copy + "/documents.idx", 64 + 8 * 2, std::string(8, '\0'));  // document 1 would end before it starts
+  const std::string msg = error_of([&] { PreparedCorpus::open(copy); });
+  EXPECT_NE(msg.find("document index in " + copy + " is corrupt at document 1"), std::string::npos) << msg;
+}
+
+TEST_F(CorpusBadInput, ShardNameOutsideTheDirectoryIsRefused) {
+  const std::string copy = copy_prepared(out_, dir_->str("bad_meta"));
+  auto meta = nlohmann::json::parse(rt::read_file(copy + "/meta.json"));
+  meta["shards"][0]["file"] = "../existing/shard_00000.tok";
+  rt::write_file(copy + "/meta.json", meta.dump());
+  const std::string msg = error_of([&] { PreparedCorpus::open(copy); });
+  EXPECT_NE(msg.find("shard name '../existing/shard_00000.tok' is not a file name in " + copy), std::string::npos) << msg;
+}
+
+TEST_F(CorpusBadInput, DirectoryAsInputSaysWhatItIs) {
+  rt::fs::create_directories(dir_->str("plain_folder"));
+  std::string msg = error_of([&] { prepare_corpus(options("existing", {dir_->str("plain_folder")})); });
+  EXPECT_NE(msg.find("input " + dir_->str("plain_folder") + " is a directory, not a text or JSONL file; list the "
+                     "files in it, or, if it should be a prepared corpus, its meta.json is missing"),
+            std::string::npos) << msg;
+  msg = error_of([&] { prepare_corpus(options("existing", {out_})); });
+  EXPECT_NE(msg.find("it is a prepared corpus, which `roformer prepare` does not take as input"), std::string::npos)
+      << msg;
+  expect_untouched();
 }
 
 TEST_F(CorpusBadInput, TruncatedShard) {

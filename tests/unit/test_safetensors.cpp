@@ -134,6 +134,11 @@ TEST(Safetensors, CorruptFilesGiveErrorsNamingFileAndProblem) {
       {"shape", R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data, -1, "negative dimension"},
       {"fields", R"({"a":{"dtype":"F32"}})", data, -1, "needs dtype, shape and data_offsets"},
       {"meta", R"({"__metadata__":{"k":1}})", "", -1, "__metadata__ value for 'k' is not a string"},
+      // A shape whose element count wraps around 2^64 (to the byte count it claims) or exceeds the data.
+      {"wrap", R"({"a":{"dtype":"U8","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", data, -1,
+       "holds more elements than the data section has bytes"},
+      {"huge", R"({"a":{"dtype":"F32","shape":[1000000000000],"data_offsets":[0,8]}})", data, -1,
+       "holds more elements than the data section has bytes"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -188,8 +188,51 @@ TEST_F(TokenizerBadInput, VocabTooSmallForSpecialTokens) {
   expect_untouched();
   // Above the special tokens but below the required characters: SentencePiece refuses, we explain.
   msg = error_of([&] { train_tokenizer(options(dir_->str("train.txt"), 40)); });
-  EXPECT_NE(msg.find("tokenizer training failed"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--vocab-size"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--vocab-size = 40 is too small for this text: SentencePiece needs at least"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("raise --vocab-size to at least"), std::string::npos) << msg;
+  expect_untouched();
+  // From a config, the message names the config key.
+  auto from_config = options(dir_->str("train.txt"), 40);
+  from_config.vocab_size_name = "tokenizer.vocab_size";
+  msg = error_of([&] { train_tokenizer(from_config); });
+  EXPECT_NE(msg.find("raise tokenizer.vocab_size to at least"), std::string::npos) << msg;
+  expect_untouched();
+}
+
+TEST_F(TokenizerBadInput, VocabTooLargeForTheText) {
+  rt::write_file(dir_->str("tiny.txt"), "the cat sees the dog.\nthe dog sees the cat.\n");
+  const std::string msg = error_of([&] { train_tokenizer(options(dir_->str("tiny.txt"), 5000)); });
+  EXPECT_NE(msg.find("--vocab-size = 5000 is more pieces than this text supports (at most"), std::string::npos) << msg;
+  expect_untouched();
+}
+
+TEST_F(TokenizerBadInput, CharacterCoverageBelowWhatSentencePieceAccepts) {
+  auto o = options(dir_->str("train.txt"));
+  o.character_coverage = 0.5;
+  o.character_coverage_name = "tokenizer.character_coverage";
+  const std::string msg = error_of([&] { train_tokenizer(o); });
+  EXPECT_NE(msg.find("tokenizer.character_coverage = 0.5 is outside what SentencePiece accepts, [0.98, 1]"),
+            std::string::npos) << msg;
+  expect_untouched();
+  // The config refuses it when loaded, naming the key.
+  const std::string cfg_msg = error_of([] { roformer::config::parse_config("", {"tokenizer.character_coverage=0.5"}); });
+  EXPECT_NE(cfg_msg.find("tokenizer.character_coverage = 0.5 is out of range: allowed [0.98, 1]"), std::string::npos)
+      << cfg_msg;
+}
+
+TEST_F(TokenizerBadInput, LinesBeyondSentencePieceLimitAreNamed) {
+  // Only over-long lines: SentencePiece skips them all, and the message says so instead of blaming the vocabulary.
+  std::string text;
+  for (int i = 0; i < 3; ++i) {
+    std::string line;
+    while (line.size() <= static_cast<size_t>(kMaxSentenceBytes)) line += "the quick brown fox jumps over the dog ";
+    text += line + "\n\n";
+  }
+  rt::write_file(dir_->str("long.txt"), text);
+  const std::string msg = error_of([&] { train_tokenizer(options(dir_->str("long.txt"))); });
+  EXPECT_NE(msg.find("3 line(s) of the input (the first in " + dir_->str("long.txt") +
+                     ") are longer than SentencePiece's limit of 65536 bytes"), std::string::npos) << msg;
   expect_untouched();
 }
 
@@ -212,5 +255,9 @@ TEST_F(TokenizerBadInput, LoadMissingOrForeignModel) {
   EXPECT_NE(msg.find("tokenizer model not found"), std::string::npos) << msg;
   rt::write_file(dir_->str("junk.model"), "not a model");
   msg = error_of([&] { Tokenizer::load(dir_->str("junk.model")); });
-  EXPECT_NE(msg.find("cannot load tokenizer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot load tokenizer " + dir_->str("junk.model") + ": the file is not a SentencePiece model"),
+            std::string::npos) << msg;
+  msg = error_of([&] { Tokenizer::load(dir_->str()); });
+  EXPECT_NE(msg.find("tokenizer model " + dir_->str() + " is a directory; give the .model file itself"),
+            std::string::npos) << msg;
 }

@@ -1,0 +1,38 @@
+// A lower bound of the memory a training run needs, checked before anything large is allocated, so
+// an absurd value (model.hidden_size=2000000000, train.batch_size=2000000000) is refused with the
+// figure and the key to change instead of ending in std::bad_alloc or an abort inside LibTorch.
+//
+// Estimate (bytes):
+//   parameters, gradients and the two AdamW moments: 16 x P (fp32), P counted from the config
+//   activations kept for backward, per token and layer: N*T attention probabilities + 4H + I
+//   values (2 bytes under bf16/fp16 autocast, 4 in fp32), over B x T tokens of one micro-batch
+//   (with gradient checkpointing: one layer's worth plus H per token per layer).
+// It leaves out temporaries and allocator overhead on purpose: a run refused by it cannot fit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+
+namespace roformer::train {
+
+struct MemoryEstimate {
+  double parameters = 0;        // P
+  double parameter_bytes = 0;   // parameters, gradients, AdamW moments
+  double activation_bytes = 0;  // one micro-batch
+  std::string largest_key;      // the config key behind the largest term
+  double total() const { return parameter_bytes + activation_bytes; }
+};
+
+MemoryEstimate estimate_training_memory(const config::Config& config, int64_t vocab_size);
+
+// Bytes of memory of the device (CPU: physical RAM; CUDA device `index`: its total), 0 when unknown.
+double device_memory_bytes(bool cuda, int index);
+
+// Throws roformer::Error naming the figures and the key when the estimate exceeds `available`
+// bytes (no check when available is 0).
+void check_training_memory(const config::Config& config, int64_t vocab_size, double available,
+                           const std::string& device_name);
+
+}  // namespace roformer::train
