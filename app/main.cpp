@@ -28,7 +28,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); a usage error is a user error like any other: exit 1,
+    // not CLI11's own codes (105, 106, ...).
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const roformer::Error& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -38,6 +38,13 @@ TEST(DataCli, TokenizerTrainPrepareBench) {
 
 TEST(DataCli, UserErrorsExitOneWithAMessage) {
   rt::TempDir dir;
+  // Usage errors the argument parser finds (unknown option, missing required option, a value out of
+  // range) exit 1 like every user error, not with CLI11's own codes (105, 106, ...).
+  for (const std::string args : {"train --no-such-flag", "prepare --input a.txt", "eval --top-k x"}) {
+    auto usage = rt::run_roformer(args);
+    EXPECT_EQ(usage.exit_code, 1) << args << "\n" << usage.output;
+  }
+  EXPECT_EQ(rt::run_roformer("--help").exit_code, 0);
   auto r = rt::run_roformer("tokenizer train --input " + dir.str("missing.txt") + " --vocab-size 300 --out " + dir.str("tok"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("[error] input file not found: " + dir.str("missing.txt")), std::string::npos) << r.output;
