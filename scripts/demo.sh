@@ -17,8 +17,10 @@ if [ ! -f "$BROWN_DIR/train.txt" ]; then
   exit 1
 fi
 
-echo "== training configs/tiny.yaml into $RUN_DIR (Ctrl-C saves a checkpoint; rerun with --resume auto) =="
-"$BIN" train -c configs/tiny.yaml --run-dir "$RUN_DIR" \
+# --resume auto: a first demo starts the run; a second one (after Ctrl-C, or when done) continues it
+# instead of training a new run into the same directory (which `roformer train` refuses).
+echo "== training configs/tiny.yaml into $RUN_DIR (Ctrl-C saves a checkpoint; make demo again continues) =="
+"$BIN" train -c configs/tiny.yaml --run-dir "$RUN_DIR" --resume auto \
   --set "data.train_files=[$BROWN_DIR/train.txt]" --set "data.valid_files=[$BROWN_DIR/valid.txt]" ${EXTRA:-}
 
 echo
