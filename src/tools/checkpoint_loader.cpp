@@ -7,21 +7,12 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/safetensors.h"
 #include "train/checkpoint_store.h"
 
 namespace roformer::tools {
 namespace fs = std::filesystem;
-
-namespace {
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot read '{}'", p.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-}  // namespace
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device) {
   LoadedCheckpoint ck;
@@ -31,8 +22,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& d
     throw Error(fmt::format("checkpoint {} is not usable: {}. `roformer inspect {}` shows its state; an earlier "
                             "checkpoint of the run may be intact", ck.dir, check.problem, ck.dir));
   const fs::path dir(ck.dir);
-  ck.config = config::parse_config(read_text(dir / "config.yaml"), {}, (dir / "config.yaml").string());
-  ck.state = nlohmann::json::parse(read_text(dir / "trainer_state.json"));
+  const std::string config_path = (dir / "config.yaml").string();
+  ck.config = config::parse_config(core::read_file(config_path), {}, config_path);
+  ck.state = nlohmann::json::parse(core::read_file((dir / "trainer_state.json").string()));
   ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / "tokenizer.model").string()));
   ck.model = model::RoFormerForMaskedLM(model::options_from_config(ck.config.model, ck.tokenizer->vocab_size()));
   ck.model->load_hf_state_dict(core::load_safetensors((dir / "model.safetensors").string()));

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint_store.h"
 
@@ -113,11 +114,7 @@ class WireReader {
 };
 
 SpmModel parse_spm_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot read the tokenizer '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string bytes = ss.str();
+  const std::string bytes = core::read_file(path, "the tokenizer");
   SpmModel m;
   WireReader model(bytes, path);
   while (!model.done()) {

@@ -110,6 +110,8 @@ class Trainer {
   model::RoFormerForMaskedLM& model() { return model_; }
   bool uses_fused_adamw() const { return fused_adamw_; }
   int world_size() const { return env_.world_size; }
+  // Sequences per optimizer step over all ranks: batch_size x grad_accum x processes.
+  int64_t global_batch() const { return cfg_.train.batch_size * cfg_.train.grad_accum * world_size(); }
   bool main_rank() const { return env_.rank == 0; }
 
  private:

@@ -34,6 +34,7 @@
 #include "core/config.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/hash.h"
 #include "core/logging.h"
 #include "core/random.h"
@@ -92,14 +93,6 @@ std::map<std::string, std::string> flatten(const config::Config& c) {
     out[section + "." + line.substr(2, colon - 2)] = line.substr(colon + 2);
   }
   return out;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot read '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 
@@ -190,7 +183,7 @@ void Trainer::setup_tokenizer() {
   if (!resume_dir_.empty()) {
     // The checkpoint carries its tokenizer: the run continues with exactly that one.
     const std::string state_path = (fs::path(resume_dir_) / "trainer_state.json").string();
-    const TrainerState state = parse_trainer_state(read_text(state_path), state_path);
+    const TrainerState state = parse_trainer_state(core::read_file(state_path), state_path);
     path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
     if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum((fs::path(resume_dir_) / "tokenizer.model").string())) {
       fs::create_directories(fs::path(path).parent_path());
@@ -385,7 +378,7 @@ void Trainer::save_checkpoint(const std::string& reason) {
                       {"tokens_seen", tokens_seen_},
                       {"loader", {{"epoch", loader_state.epoch}, {"position", loader_state.position}}},
                       {"world_size", W},
-                      {"global_batch_size", cfg_.train.batch_size * cfg_.train.grad_accum * W},
+                      {"global_batch_size", global_batch()},
                       {"loss_scale", loss_scale_},
                       {"good_steps", good_steps_},
                       {"tokenizer_fingerprint", tokenizer_->fingerprint()},
@@ -397,8 +390,8 @@ void Trainer::save_checkpoint(const std::string& reason) {
                                 {"top5_accuracy", last_eval_->top5_accuracy}, {"perplexity", last_eval_->perplexity}};
         write_file_checked(w.path("trainer_state.json"), state.dump(2) + "\n");
         write_file_checked(w.path("config.yaml"), config::to_yaml(cfg_));
-        write_file_checked(w.path("tokenizer.model"), read_text(tokenizer_->model_path()));
-        write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? read_text(metrics_.path()) : "");
+        write_file_checked(w.path("tokenizer.model"), core::read_file(tokenizer_->model_path()));
+        write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? core::read_file(metrics_.path()) : "");
         final_dir = w.commit();
         prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last, final_dir);
       } catch (const c10::Error& e) {
@@ -424,7 +417,7 @@ void Trainer::save_checkpoint(const std::string& reason) {
 // Every rank reads the same checkpoint (a shared filesystem in multi-node runs).
 void Trainer::load_checkpoint(const std::string& dir) {
   const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
-  const TrainerState state = parse_trainer_state(read_text(state_path), state_path);
+  const TrainerState state = parse_trainer_state(core::read_file(state_path), state_path);
   step_ = state.step;
   try {
     model_->load_hf_state_dict(core::load_safetensors((fs::path(dir) / "model.safetensors").string()));
@@ -435,7 +428,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
     throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
   }
   const int64_t saved_world = state.world_size;
-  const int64_t global_batch = cfg_.train.batch_size * cfg_.train.grad_accum * world_size();
+  const int64_t global_batch = this->global_batch();
   const int64_t saved_global_batch = state.global_batch_size.value_or(global_batch);
   if (saved_world != world_size())
     spdlog::info("resuming a checkpoint written by {} process(es) with {}: model, optimizer, step, learning-rate "
@@ -455,7 +448,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
   ls.position = state.loader_position;
   loader_->restore(ls);
   // metrics.jsonl continues from the checkpoint's copy, as if the run had never stopped.
-  if (main_rank()) write_file_atomic(metrics_.path(), read_text((fs::path(dir) / "metrics.jsonl").string()));
+  if (main_rank()) write_file_atomic(metrics_.path(), core::read_file((fs::path(dir) / "metrics.jsonl").string()));
   last_saved_step_ = step_;
   spdlog::info("resumed from {} at step {} ({} tokens seen)", dir, step_, tokens_seen_);
 }
@@ -779,7 +772,7 @@ int Trainer::run() {
   }
 
   const int64_t total = cfg_.train.steps;
-  const int64_t per_step = cfg_.train.batch_size * cfg_.train.grad_accum * world_size();
+  const int64_t per_step = global_batch();
   spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es){}) | {} "
                "training sequences per epoch",
                total, step_, per_step, cfg_.data.max_seq_len, cfg_.train.grad_accum,
@@ -915,7 +908,7 @@ int run_training(const TrainRequest& request) {
   if (run_dir.empty() && request.resume == "auto")
     throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
   if (run_dir.empty() && verify_checkpoint(request.resume).ok)
-    run_dir = config::parse_config(read_text((fs::path(request.resume) / "config.yaml").string()), {},
+    run_dir = config::parse_config(core::read_file((fs::path(request.resume) / "config.yaml").string()), {},
                                    request.resume + "/config.yaml").train.run_dir;
   // One process per run directory (rank 0 holds the lock for a data-parallel run), then the
   // checkpoint to start from: docs/training.md "Run directories".
@@ -928,7 +921,7 @@ int run_training(const TrainRequest& request) {
   const CheckpointPlan plan = plan_checkpoint(run_dir, choice);
   const std::string& resume_dir = plan.resume;
   if (!resume_dir.empty()) {
-    ckpt_cfg = config::parse_config(read_text((fs::path(resume_dir) / "config.yaml").string()), {},
+    ckpt_cfg = config::parse_config(core::read_file((fs::path(resume_dir) / "config.yaml").string()), {},
                                     resume_dir + "/config.yaml");
     if (request.config_path.empty()) {
       cfg = config::parse_config(config::to_yaml(*ckpt_cfg), request.overrides, resume_dir + "/config.yaml");
@@ -963,7 +956,7 @@ int run_training(const TrainRequest& request) {
   config::validate(cfg);
   if (!resume_dir.empty()) {  // a checkpoint past train.steps would otherwise end in a false "done"
     const std::string state_path = (fs::path(resume_dir) / "trainer_state.json").string();
-    const int64_t saved_step = parse_trainer_state(read_text(state_path), state_path).step;
+    const int64_t saved_step = parse_trainer_state(core::read_file(state_path), state_path).step;
     if (saved_step > cfg.train.steps)
       throw Error(fmt::format("checkpoint {} is at step {}, beyond train.steps = {}: there is nothing to train. "
                               "Raise train.steps above {} to continue (--set train.steps=N), or use the checkpoint "
