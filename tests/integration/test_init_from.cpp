@@ -57,7 +57,7 @@ class InitFromTest : public ::testing::Test {
   }
   // `roformer eval` of a source run with the new run's evaluation settings.
   static json source_eval(const std::string& source) {
-    auto r = run_roformer("eval --checkpoint " + source + " --json --seed 3 --max-sequences 64");
+    auto r = run_roformer("eval --device cpu --checkpoint " + source + " --json --seed 3 --max-sequences 64");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return last_json(r.output);
   }

@@ -157,7 +157,7 @@ TEST_F(ToolsTest, FillMaskErrors) {
 
 TEST_F(ToolsTest, FillMaskTakesEachTextVerbatim) {
   // Brackets and commas are text, not the option parser's list syntax.
-  auto r = run_command(roformer_bin() + " fill-mask --json --top-k 1 --checkpoint " + run_ +
+  auto r = run_command(roformer_bin() + " fill-mask --device cpu --json --top-k 1 --checkpoint " + run_ +
                        " '[The] [MASK] was [over]' '[MASK], [MASK]'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<json> records;
@@ -229,7 +229,7 @@ TEST_F(ToolsTest, EvalWarnsWhenFallingBackToAnOlderCheckpoint) {
     std::ofstream f(run + "/checkpoints/step_00000301/model.safetensors", std::ios::app | std::ios::binary);
     f << "junk";
   }
-  for (const std::string cmd : {"eval --max-sequences 8 --checkpoint " + run, "export --checkpoint " + run +
+  for (const std::string& cmd : {"eval --device cpu --max-sequences 8 --checkpoint " + run, "export --checkpoint " + run +
                                 " --out " + tmp_->str("fallback_hf")}) {
     auto r = run_roformer(cmd);
     EXPECT_EQ(r.exit_code, 0) << r.output;
