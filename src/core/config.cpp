@@ -511,13 +511,23 @@ void apply_override(Config& config, const std::string& assignment) {
   f->set(config, node, path);
 }
 
-Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                    const std::string& origin) {
+namespace {
+
+// The config of a loaded document: defaults, the document's keys, then the overrides in order.
+Config config_from_document(const YAML::Node& root, const std::vector<std::string>& overrides,
+                            const std::string& origin) {
   Config config;
-  apply_yaml(config, load_document(yaml_text, origin), origin);
+  apply_yaml(config, root, origin);
   for (const auto& o : overrides) apply_override(config, o);
   validate(config);
   return config;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                    const std::string& origin) {
+  return config_from_document(load_document(yaml_text, origin), overrides, origin);
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -531,12 +541,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
                             "Configs ship in configs/ (for example configs/tiny.yaml)", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string text = ss.str();
-  const YAML::Node root = load_document(text, path);
+  const YAML::Node root = load_document(ss.str(), path);  // parsed once
   if (!root || root.IsNull())
     spdlog::warn("config file '{}' is empty: every key keeps its default (`roformer config defaults` lists them)",
                  path);
-  return parse_config(text, overrides, path);
+  return config_from_document(root, overrides, path);
 }
 
 void validate(const Config& c) {

@@ -6,6 +6,7 @@
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/Context.h>
 #include <torch/cuda.h>
+#include <unistd.h>
 
 #include <optional>
 
@@ -75,6 +76,18 @@ std::string device_name(const c10::Device& device) {
   return at::cuda::getDeviceProperties(device.index())->name;
 #else
   return fmt::format("CUDA device {}", device.index());
+#endif
+}
+
+double device_memory_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+  }
+#ifdef ROFORMER_WITH_CUDA
+  return static_cast<double>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+#else
+  return 0.0;
 #endif
 }
 

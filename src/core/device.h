@@ -30,6 +30,10 @@ void synchronize(const c10::Device& device);
 // The name the driver reports for that very device ("NVIDIA H100 80GB HBM3"); "cpu" for the CPU.
 std::string device_name(const c10::Device& device);
 
+// Bytes of memory of the device: physical RAM for the CPU, the total of that very GPU for CUDA;
+// 0 when unknown (a CUDA device in a build without CUDA support).
+double device_memory_bytes(const c10::Device& device);
+
 // Whether this build can query CUDA properties and set the sync-debug mode (a CUDA LibTorch).
 bool built_with_cuda();
 

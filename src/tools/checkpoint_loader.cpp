@@ -1,3 +1,5 @@
+// Loading a checkpoint (or a run's newest intact one) for the tools: config, state, tokenizer, model; see
+// checkpoint_loader.h.
 #include "tools/checkpoint_loader.h"
 
 #include <filesystem>

@@ -1,3 +1,4 @@
+// `roformer eval`: MLM accuracy of a checkpoint on text or prepared data with fixed masks; see eval.h.
 #include "tools/eval.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// `roformer export --format hf`: weights, config, tokenizer and model card for transformers; see export_hf.h.
 #include "tools/export_hf.h"
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "tools/checkpoint_loader.h"
 #include "tools/hf_tokenizer.h"
 #include "train/checkpoint_store.h"
+#include "train/metrics.h"
 
 namespace roformer::tools {
 namespace fs = std::filesystem;
@@ -48,19 +50,6 @@ void check_export_dir(const std::string& out_dir, bool force) {
                             "replace the export's files there", out_dir));
 }
 
-// The checkpoint's last "eval" record of metrics.jsonl (null when the run never evaluated).
-nlohmann::json last_eval_record(const std::string& checkpoint_dir) {
-  std::ifstream in(fs::path(checkpoint_dir) / "metrics.jsonl");
-  nlohmann::json last;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (rec.is_object() && rec.value("type", "") == "eval") last = rec;
-  }
-  return last;
-}
-
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "`" : ", `") + s + "`";
@@ -71,7 +60,7 @@ std::string join(const std::vector<std::string>& items) {
 std::string model_card(const LoadedCheckpoint& ck, const std::string& out_dir, const nlohmann::json& tokenizer) {
   const auto& c = ck.config;
   const auto& o = ck.model->options();
-  const auto eval = last_eval_record(ck.dir);
+  const auto eval = train::last_metrics_record((fs::path(ck.dir) / "metrics.jsonl").string(), "eval");
   const std::string accuracy =
       eval.is_null() ? "not measured (the run had no validation data)"
                      : fmt::format("**{:.4f}** (top-5 {:.4f}, loss {:.4f}, perplexity {:.2f}) at step {}, on {} masked "

@@ -1,3 +1,4 @@
+// `roformer fill-mask`: top-k predictions for every [MASK] of each text; see fill_mask.h.
 #include "tools/fill_mask.h"
 
 #include <iostream>

@@ -1,3 +1,4 @@
+// `roformer inspect`: a checkpoint's step, metrics and integrity; see inspect.h.
 #include "tools/inspect.h"
 
 #include <filesystem>
@@ -10,8 +11,10 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "tools/checkpoint_loader.h"
 #include "train/checkpoint_store.h"
+#include "train/metrics.h"
 
 namespace roformer::tools {
 namespace fs = std::filesystem;
@@ -41,23 +44,10 @@ int run_inspect(const std::string& path, bool as_json) {
   }
   std::optional<config::Config> cfg;
   try {
-    std::ifstream in(fs::path(dir) / "config.yaml");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    cfg = config::parse_config(ss.str());
+    cfg = config::parse_config(core::read_file((fs::path(dir) / "config.yaml").string()));
   } catch (const std::exception&) {
   }
-  json last_train;
-  if (std::ifstream in(fs::path(dir) / "metrics.jsonl"); in) {
-    std::string line;
-    while (std::getline(in, line)) {
-      try {
-        auto rec = json::parse(line);
-        if (rec.value("type", "") == "train") last_train = rec;
-      } catch (const std::exception&) {
-      }
-    }
-  }
+  const json last_train = train::last_metrics_record((fs::path(dir) / "metrics.jsonl").string(), "train");
   if (!state.is_null()) {
     report["step"] = state.value("step", int64_t{0});
     report["tokens_seen"] = state.value("tokens_seen", int64_t{0});

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/hash.h"
 
 namespace roformer::train {
@@ -159,10 +160,7 @@ CheckpointCheck verify_checkpoint(const std::string& dir) {
   }
   std::vector<ManifestEntry> entries;
   try {
-    std::ifstream in(manifest_path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    entries = parse_manifest(text.str());
+    entries = parse_manifest(core::read_file(manifest_path.string(), "manifest"));
   } catch (const Error& e) {
     result.problem = e.what();
     return result;
@@ -203,22 +201,15 @@ std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir) {
   return out;
 }
 
-std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings) {
-  auto all = list_checkpoints(checkpoints_dir);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    auto check = verify_checkpoint(*it);
-    if (check.ok) return *it;
-    if (warnings) warnings->push_back(fmt::format("skipping checkpoint {}: {}", *it, check.problem));
-  }
-  return "";
-}
-
-std::string find_valid_checkpoint_at_most(const std::string& checkpoints_dir, int64_t max_step) {
+std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings,
+                                         int64_t max_step) {
   auto all = list_checkpoints(checkpoints_dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     int64_t step = 0;
-    if (parse_step_name(fs::path(*it).filename().string(), &step) && step <= max_step && verify_checkpoint(*it).ok)
-      return *it;
+    if (parse_step_name(fs::path(*it).filename().string(), &step) && step > max_step) continue;
+    auto check = verify_checkpoint(*it);
+    if (check.ok) return *it;
+    if (warnings) warnings->push_back(fmt::format("skipping checkpoint {}: {}", *it, check.problem));
   }
   return "";
 }

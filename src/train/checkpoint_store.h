@@ -61,12 +61,10 @@ CheckpointCheck verify_checkpoint(const std::string& dir);
 // Complete-looking checkpoint directories (step_* with a manifest), oldest first.
 std::vector<std::string> list_checkpoints(const std::string& checkpoints_dir);
 
-// The newest checkpoint that verifies, for `--resume auto`; "" when there is none. Each skipped
-// (incomplete or corrupt) checkpoint adds a line to `warnings`.
-std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings);
-
-// The newest checkpoint that verifies and was saved at step <= max_step; "" when there is none.
-std::string find_valid_checkpoint_at_most(const std::string& checkpoints_dir, int64_t max_step);
+// The newest checkpoint that verifies (and was saved at step <= max_step), for `--resume auto`; ""
+// when there is none. Each skipped (incomplete or corrupt) checkpoint adds a line to `warnings`.
+std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* warnings,
+                                         int64_t max_step = INT64_MAX);
 
 // `path` is a checkpoint directory (RUN/checkpoints/step_N) or a run directory (then its newest
 // complete, intact checkpoint, with a warning for each newer one skipped). Throws roformer::Error

@@ -1,7 +1,5 @@
+// The lower-bound memory estimate of a training run and its refusal; see memory_check.h.
 #include "train/memory_check.h"
-
-#include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -40,28 +38,6 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
     e.largest_key = keys[std::max_element(std::begin(terms), std::end(terms)) - std::begin(terms)];
   }
   return e;
-}
-
-double device_memory_bytes(bool cuda, int index) {
-  if (!cuda) {
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
-  }
-  // The CUDA runtime is loaded with LibTorch's CUDA library; asked through dlsym so this file needs
-  // no CUDA headers. Unknown (0) when it is not there.
-  using GetDevice = int (*)(int*);
-  using SetDevice = int (*)(int);
-  using MemGetInfo = int (*)(size_t*, size_t*);
-  auto get = reinterpret_cast<GetDevice>(::dlsym(RTLD_DEFAULT, "cudaGetDevice"));
-  auto set = reinterpret_cast<SetDevice>(::dlsym(RTLD_DEFAULT, "cudaSetDevice"));
-  auto info = reinterpret_cast<MemGetInfo>(::dlsym(RTLD_DEFAULT, "cudaMemGetInfo"));
-  if (!get || !set || !info) return 0.0;
-  int previous = 0;
-  if (get(&previous) != 0 || set(index) != 0) return 0.0;
-  size_t free_bytes = 0, total_bytes = 0;
-  const bool ok = info(&free_bytes, &total_bytes) == 0;
-  set(previous);
-  return ok ? static_cast<double>(total_bytes) : 0.0;
 }
 
 void check_training_memory(const config::Config& c, int64_t vocab_size, double available,

@@ -27,11 +27,8 @@ struct MemoryEstimate {
 
 MemoryEstimate estimate_training_memory(const config::Config& config, int64_t vocab_size);
 
-// Bytes of memory of the device (CPU: physical RAM; CUDA device `index`: its total), 0 when unknown.
-double device_memory_bytes(bool cuda, int index);
-
 // Throws roformer::Error naming the figures and the key when the estimate exceeds `available`
-// bytes (no check when available is 0).
+// bytes (no check when available is 0; core::device_memory_bytes gives the device's).
 void check_training_memory(const config::Config& config, int64_t vocab_size, double available,
                            const std::string& device_name);
 

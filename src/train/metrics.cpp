@@ -16,6 +16,18 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, 
   if (!out_) throw Error(fmt::format("cannot open metrics file '{}' for writing", path));
 }
 
+nlohmann::json last_metrics_record(const std::string& path, const std::string& type) {
+  std::ifstream in(path);
+  nlohmann::json last;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (rec.is_object() && rec.value("type", "") == type) last = std::move(rec);
+  }
+  return last;
+}
+
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
   out_ << record.dump() << '\n';

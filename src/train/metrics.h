@@ -22,4 +22,8 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
+// The last record of `type` ("train" or "eval") in a metrics.jsonl; null when the file is missing or
+// holds none. Unparsable lines (one cut short by a killed run) are skipped.
+nlohmann::json last_metrics_record(const std::string& path, const std::string& type);
+
 }  // namespace roformer::train

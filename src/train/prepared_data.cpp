@@ -1,14 +1,14 @@
+// The data a run trains and evaluates on, opened or prepared into the run's cache; see prepared_data.h.
 #include "train/prepared_data.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "train/checkpoint_store.h"
 
 namespace roformer::train {
@@ -29,13 +29,11 @@ json sources_signature(const std::vector<std::string>& files, const std::string&
   return {{"files", list}, {"tokenizer_fingerprint", fingerprint}};
 }
 
+// The recorded signature; null when it cannot be read or parsed (the data is then prepared again).
 json read_signature(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
   try {
-    return json::parse(ss.str());
-  } catch (const json::exception&) {
+    return json::parse(core::read_file(path));
+  } catch (const std::exception&) {
     return json();
   }
 }

@@ -148,7 +148,7 @@ uint64_t rank_seed(int64_t seed, int rank, int64_t step) {
 // max_step (the state the failing step started from replays the same failure), or start over.
 std::string nonfinite_resume_advice(const std::string& ckpt_dir, const std::string& run_dir, int64_t max_step) {
   const std::string fixes = "lowering optimizer.lr, raising schedule.warmup_steps or setting optimizer.grad_clip";
-  const std::string usable = find_valid_checkpoint_at_most(ckpt_dir, max_step);
+  const std::string usable = find_latest_valid_checkpoint(ckpt_dir, nullptr, max_step);
   if (usable.empty())
     return fmt::format("No checkpoint from before the failure exists to resume from (the newest state would fail "
                        "the same way), so nothing was saved: start a new run in another --run-dir after {}", fixes);
@@ -667,8 +667,7 @@ void Trainer::setup_device() {
 }
 
 void Trainer::check_memory(int64_t vocab_size) const {
-  check_training_memory(cfg_, vocab_size, device_memory_bytes(device_.is_cuda(), device_.is_cuda() ? std::max<int>(0, device_.index()) : 0),
-                        device_.str());
+  check_training_memory(cfg_, vocab_size, core::device_memory_bytes(device_), device_.str());
 }
 
 void Trainer::use_synthetic_data(int64_t vocab_size) {
@@ -879,8 +878,9 @@ int Trainer::run() {
 }
 
 int run_training(const TrainRequest& request) {
-  const bool main_process = dist::detect_dist_env().rank == 0;
-  set_log_rank(dist::detect_dist_env().rank);  // other ranks: warnings and errors only, from here on
+  const int rank = dist::detect_dist_env().rank;
+  const bool main_process = rank == 0;
+  set_log_rank(rank);  // other ranks: warnings and errors only, from here on
   config::Config cfg;
   std::string origin;
   std::optional<config::Config> ckpt_cfg;

@@ -1,3 +1,4 @@
+// trainer_state.json parsed with every field checked; see trainer_state.h.
 #include "train/trainer_state.h"
 
 #include <cmath>
