@@ -872,7 +872,9 @@ int Trainer::run() {
     spdlog::info("done: {} steps, {} tokens | validation MLM accuracy {:.4f} (loss {:.4f}, perplexity {:.2f})",
                  step_, tokens_seen_, last_eval_->accuracy, last_eval_->loss, last_eval_->perplexity);
   else
-    spdlog::info("done: {} steps, {} tokens (no validation data configured)", step_, tokens_seen_);
+    spdlog::info("done: {} steps, {} tokens ({})", step_, tokens_seen_,
+                 eval_batches_.empty() ? "no validation data configured"
+                                       : "nothing left to train, so no evaluation ran; metrics.jsonl has the last one");
   spdlog::info("final checkpoint: {}", (fs::path(ckpt_dir_) / checkpoint_name(step_)).string());
   return 0;
 }
