@@ -22,9 +22,22 @@ void register_bench_commands(CLI::App& app) {
   bench->add_option("--peak-tflops", o->peak_tflops,
                     "Peak TFLOP/s for MFU (default: known for H100/H200/A100; none on the CPU)");
   bench->add_flag("--synthetic", o->synthetic, "Random token batches (needs model.vocab_size); no tokenizer or corpus");
-  bench->add_option("--rotary", o->rotary, "elementwise | matrix (naive rotation matrices)")->capture_default_str();
+  bench->add_option("--rotary", o->rotary,
+                    "auto (fused on CUDA, elementwise on the CPU) | elementwise | fused (one complex multiply) | "
+                    "matrix (naive rotation matrices)")
+      ->capture_default_str();
+  bench->add_option("--attention-kernel", o->attention_kernel,
+                    "auto (LibTorch's choice) | flash | cudnn | efficient | math: allow only this SDPA kernel")
+      ->capture_default_str();
+  bench->add_flag("--separate-bias-add", o->separate_bias_add,
+                  "CUDA: Linear layers as matmul then `+= bias` (nn::Linear::forward) instead of the bias in the GEMM");
+  bench->add_flag("--separate-qkv", o->separate_qkv, "CUDA: three q/k/v GEMMs instead of the fused one");
   bench->add_flag("--dense-head", o->dense_head, "MLM head over all B*T positions instead of the predicted ones");
   bench->add_flag("--breakdown", o->breakdown, "CUDA: synchronize between phases to time data/forward/backward/optimizer");
+  bench->add_option("--profile", o->profile,
+                    "After the measured steps, profile --profile-steps more (CPU + CUDA) into this Chrome trace "
+                    "(.json; summarize with scripts/profile_summary.py)");
+  bench->add_option("--profile-steps", o->profile_steps, "Steps in the --profile trace")->capture_default_str();
   bench->add_option("--run-dir", o->run_dir, "Tokenizer and prepared-data cache (default: <train.run_dir>/bench)");
   bench->callback([bench, o] {
     if (!bench->get_subcommands().empty()) return;  // `roformer bench data` ran instead

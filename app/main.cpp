@@ -2,6 +2,7 @@
 //
 // Thin entry point: builds the CLI from the registered subcommands, runs the chosen one, and turns
 // user errors (roformer::Error) into one log line and a non-zero exit, without a stack trace.
+#include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -33,6 +34,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   } catch (const roformer::Error& e) {
     spdlog::error("{}", e.what());
+    return 1;
+  } catch (const c10::OutOfMemoryError& e) {
+    // The device is too small for the configured step: a setting to change, not an internal error.
+    const std::string what = e.what_without_backtrace();
+    spdlog::error("out of device memory ({}): lower train.batch_size (raise train.grad_accum to keep the global "
+                  "batch), set model.gradient_checkpointing: true, or shorten data.max_seq_len",
+                  what.substr(0, what.find('.')));
     return 1;
   } catch (const std::exception& e) {
     spdlog::error("internal error: {}", e.what());

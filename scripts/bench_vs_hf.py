@@ -16,6 +16,7 @@ alternate (HF, then roformer), so drifting machine load hits both; the ratio is 
   scripts/bench_vs_hf.py -c configs/tiny.yaml --set train.device=cpu --threads 2 --rounds 3
 """
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -162,6 +163,9 @@ def main():
     hf, ours = [], []
     for r in range(args.rounds):
         h = run_hf(cfg, vocab, args.steps, args.warmup, device)
+        if device.type == "cuda":  # hand the baseline's cached blocks back before roformer runs
+            gc.collect()
+            torch.cuda.empty_cache()
         o = run_roformer(args.roformer, args.config, overrides, args.steps, args.warmup, args.bench_arg)
         hf.append(h)
         ours.append(o)

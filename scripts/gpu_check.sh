@@ -17,9 +17,21 @@
 #        ctest -L gpu (every GPU test; logs in LOGDIR/ctest.log), then the benchmark matrix
 #        (LOGDIR/bench_*.json, *.log) and, last, the table (also LOGDIR/table.md).
 #   `scripts/gpu_check.sh all LOGDIR` does build + check in one call where time allows.
+#   `scripts/gpu_check.sh variants LOGDIR` (after check, same machine): ours only, each CUDA fast path
+#        on its own, each attention kernel and larger batches (LOGDIR/variants.{jsonl,md}).
 #
-# Env: BUILD_DIR (default build-gpu), STEPS (20), WARMUP (5), ROUNDS (2), MATRIX ("tiny:128 tiny:512
-# base:128 base:512"), SKIP_TESTS=1 (matrix only), SKIP_BENCH=1 (tests only).
+# Prebuilt (saves the device build, ~5 min of the 30-minute budget, on every machine start):
+#   here:  make build && scripts/gpu_check.sh pack --bin [--brown]
+#        also copies build/roformer and the GPU test binaries (built here against the same
+#        torch 2.11.0 CUDA 13 wheel; they need glibc >= 2.34) into .gpu-kit/bin.
+#   GPU machine, one call:  scripts/gpu_check.sh check LOGDIR
+#        with no build-gpu/ there, check runs the kit's binaries: it links this checkout to the
+#        source path the tests were built with (when that path is free) and runs each GPU test
+#        binary directly (exit 77 = skipped) instead of ctest.
+#
+# Env: BUILD_DIR (default build-gpu), STEPS (20), WARMUP (5), ROUNDS (2), TOKENS (16384 per step), MATRIX ("tiny:128 tiny:512
+# base:128 base:512"), SKIP_TESTS=1 (matrix only), SKIP_BENCH=1 (tests only), BROWN=0 (no real-data rows), PROFILE=0 (no
+# profile of the base rows; by default LOGDIR/profile_base_SEQ.{md,json.gz}, see profile_summary.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KIT="$ROOT/.gpu-kit"
@@ -31,9 +43,20 @@ PKGS="libsentencepiece0 libsentencepiece-dev libyaml-cpp0.7 libyaml-cpp-dev libs
 say() { printf '[gpu_check] %s\n' "$*"; }
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
+pack_bin() {
+  local b="$ROOT/build"
+  [ -x "$b/roformer" ] || { echo "--bin needs build/roformer here (make build)"; exit 1; }
+  grep -q "ROFORMER_WITH_CUDA\|CUDA LibTorch" "$b/CMakeCache.txt" 2>/dev/null || say "warning: is build/ configured against the CUDA LibTorch?"
+  rm -rf "$KIT/bin" && mkdir -p "$KIT/bin"
+  cp "$b/roformer" "$b"/tests/test_gpu_* "$KIT/bin/"
+  echo "$ROOT" >"$KIT/bin/source_dir"  # ROFORMER_TEST_SOURCE_DIR baked into the tests
+  echo "$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo +uncommitted)" >"$KIT/bin/commit"
+}
+
 pack() {
   mkdir -p "$KIT/debs"  # .gpu-kit/ is in .gitignore: device calls name it in `carry`
   (cd "$KIT/debs" && { apt-get download $PKGS >/dev/null 2>&1 || { apt-get update -qq && apt-get download $PKGS; }; })
+  if [ "${1:-}" = "--bin" ]; then pack_bin; shift; fi
   if [ "${1:-}" = "--brown" ]; then
     local brown="${BROWN_DIR:-$ROOT/../shared/data/brown}" bin="$ROOT/build/roformer"
     [ -x "$bin" ] || { echo "--brown needs build/roformer here (make build)"; exit 1; }
@@ -62,9 +85,12 @@ env_setup() {
 build() {
   env_setup
   say "torch $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)'); $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  # -isystem $DEPS/usr/include first in every compile: a machine with its own (other) versions of
+  # these packages in /usr/include (Ubuntu 24.04's spdlog 1.12, yaml-cpp 0.8, gtest 1.14) must not
+  # compile against those headers and link the kit's libraries (a test crashed at address 0 so).
   if [ ! -f "$BUILD/build.ninja" ]; then
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DROFORMER_PYTHON="$(command -v python3)" \
-      -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$DEPS/usr" ${CMAKE_ARGS:-} >"$BUILD.configure.log" 2>&1 \
+      -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$DEPS/usr" -DCMAKE_CXX_FLAGS="-isystem $DEPS/usr/include" ${CMAKE_ARGS:-} >"$BUILD.configure.log" 2>&1 \
       || { tail -40 "$BUILD.configure.log"; exit 1; }
   fi
   grep -E "CUDA LibTorch|NCCL backend" "$BUILD.configure.log" || true
@@ -74,19 +100,26 @@ build() {
 
 bench_row() {  # config seq logdir
   local cfg="$1" seq="$2" log="$3" batch
-  batch=$((seq == 128 ? 128 : 32))  # the same 16384 tokens per step at both lengths
+  batch=$(( ${TOKENS:-16384} / seq ))  # the same tokens per step at every length (TOKENS, default 16384)
   local sets=(--set train.device=cuda --set train.precision=bf16 --set train.grad_accum=1
               --set "train.batch_size=$batch" --set "data.max_seq_len=$seq" --set model.max_position_embeddings=512)
   [ "$cfg" = base ] && sets+=(--set model.vocab_size=32000)
   say "bench $cfg seq $seq (batch $batch): roformer vs HF, ${ROUNDS:-2} alternating rounds"
+  local tag="${cfg}_${seq}${TOKENS:+_t$TOKENS}"
   python3 "$ROOT/scripts/bench_vs_hf.py" -c "$ROOT/configs/$cfg.yaml" "${sets[@]}" --roformer "$BUILD/roformer" \
-    --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --rounds "${ROUNDS:-2}" --json "$log/bench_${cfg}_${seq}.json" \
-    >"$log/bench_${cfg}_${seq}.log" 2>&1 || { say "bench $cfg $seq failed: see $log/bench_${cfg}_${seq}.log"; tail -5 "$log/bench_${cfg}_${seq}.log"; }
-  if [ -d "$KIT/brown/train" ] && [ "$cfg" = base ]; then  # real data: prepared Brown shards (ours only)
+    --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --rounds "${ROUNDS:-2}" --json "$log/bench_${tag}.json" \
+    >"$log/bench_${tag}.log" 2>&1 || { say "bench $tag failed: see $log/bench_${tag}.log"; tail -5 "$log/bench_${tag}.log"; }
+  if [ "${PROFILE:-1}" = 1 ] && [ "$cfg" = base ]; then  # where the time goes (outside the timed steps)
+    "$BUILD/roformer" bench -c "$ROOT/configs/$cfg.yaml" "${sets[@]}" --synthetic --steps 5 --warmup 3 \
+      --run-dir "$log/profile-bench" --profile "$log/profile_${cfg}_${seq}.json" >"$log/profile_${cfg}_${seq}.log" 2>&1 \
+      && python3 "$ROOT/scripts/profile_summary.py" "$log/profile_${cfg}_${seq}.json" >"$log/profile_${cfg}_${seq}.md" \
+      && gzip -f "$log/profile_${cfg}_${seq}.json" || say "profile $cfg $seq failed: see $log/profile_${cfg}_${seq}.log"
+  fi
+  if [ -d "$KIT/brown/train" ] && [ "$cfg" = base ] && [ "${BROWN:-1}" = 1 ]; then  # real data: prepared Brown shards (ours only)
     "$BUILD/roformer" bench -c "$ROOT/configs/base.yaml" "${sets[@]}" --set "data.train_files=[$KIT/brown/train]" \
       --set "tokenizer.model=$KIT/brown/tokenizer/tokenizer.model" --set data.valid_files=[] \
       --run-dir "$log/brown-bench" --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --json \
-      >"$log/bench_brown_${seq}.log" 2>&1 || say "bench brown $seq failed: see $log/bench_brown_${seq}.log"
+      >"$log/bench_brown_${seq}${TOKENS:+_t$TOKENS}.log" 2>&1 || say "bench brown $seq failed: see $log/bench_brown_${seq}.log"
   fi
 }
 
@@ -103,7 +136,7 @@ for path in sorted(glob.glob(os.path.join(log, "bench_*.json"))):
     d = json.load(open(path))
     ours = sorted(d["roformer"], key=lambda r: r["tokens_per_s"])[len(d["roformer"]) // 2]
     hf = sorted(x["tokens_per_s"] for x in d["hf"])[len(d["hf"]) // 2]
-    cfg = os.path.basename(path)[len("bench_"):-len(".json")].rsplit("_", 1)[0]
+    cfg = os.path.basename(path)[len("bench_"):-len(".json")].split("_")[0] + f" (batch {ours['batch_size']})"
     mfu = f"{100 * ours['mfu']:.1f}%" if ours.get("mfu") is not None else "-"
     rows.append(f"| synthetic | {cfg} | {ours['seq_len']} | {ours['device_name']} | {ours['tokens_per_s']:.0f} | {hf:.0f} | "
                 f"{d['ratio']:.2f}x | {mfu} | {ours['peak_memory_bytes'] / 2**30:.2f} | {ours['attention_backend']} |")
@@ -111,11 +144,49 @@ for path in sorted(glob.glob(os.path.join(log, "bench_brown_*.log"))):
     r = last_json(path)
     if r:
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
-        rows.append(f"| Brown | base | {r['seq_len']} | {r['device_name']} | {r['tokens_per_s']:.0f} | - | - | {mfu} | "
+        rows.append(f"| Brown | base (batch {r['batch_size']}) | {r['seq_len']} | {r['device_name']} | {r['tokens_per_s']:.0f} | - | - | {mfu} | "
                     f"{r['peak_memory_bytes'] / 2**30:.2f} | {r['attention_backend']} |")
 text = "\n".join(rows)
 open(os.path.join(log, "table.md"), "w").write(text + "\n")
 print(text)
+PY
+}
+
+variants() {  # logdir: each CUDA fast path on its own, attention kernels, batch sizes (ours only)
+  local log="$1" b="$BUILD/roformer" out="$1/variants.jsonl"
+  : >"$out"
+  for seq in ${SEQS:-512 128}; do
+    local batch=$(( ${TOKENS:-16384} / seq ))
+    local sets=(-c "$ROOT/configs/base.yaml" --synthetic --set model.vocab_size=32000 --set train.device=cuda
+                --set train.precision=bf16 --set train.grad_accum=1 --set "data.max_seq_len=$seq"
+                --set model.max_position_embeddings=512 --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --json
+                --run-dir "$log/variants-bench")
+    while IFS='|' read -r name args; do
+      [ -n "$name" ] || continue
+      say "variant seq $seq: $name"
+      # shellcheck disable=SC2086
+      "$b" bench "${sets[@]}" --set "train.batch_size=$batch" $args 2>"$log/variant.err" | tail -1 \
+        | python3 -c "import json,sys; r=json.load(sys.stdin); r['variant']='$name'; print(json.dumps(r))" >>"$out" \
+        || { say "variant $name failed:"; tail -3 "$log/variant.err"; }
+    done <<EOF
+reference (3 QKV GEMMs, element-wise rotary, bias added apart)|--separate-qkv --rotary elementwise --separate-bias-add
+bias in the GEMM only|--separate-qkv --rotary elementwise
+fused QKV only|--rotary elementwise --separate-bias-add
+fused rotary only|--separate-qkv --rotary fused --separate-bias-add
+all three (default)|
+all, flash attention|--attention-kernel flash
+all, 2x batch|--set train.batch_size=$((batch * 2))
+all, 4x batch|--set train.batch_size=$((batch * 4))
+EOF
+  done
+  python3 - "$out" <<'PY' | tee "$log/variants.md"
+import json, sys
+print("| seq | batch | variant | tokens/s | ms/step | MFU | peak GiB | attention |\n|---:|---:|---|---:|---:|---:|---:|---|")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
+    print(f"| {r['seq_len']} | {r['batch_size']} | {r['variant']} | {r['tokens_per_s']:.0f} | {r['ms_per_step_mean']:.1f} | "
+          f"{mfu} | {r['peak_memory_bytes'] / 2**30:.1f} | {r['attention_backend']} |")
 PY
 }
 
@@ -125,10 +196,32 @@ check() {
   mkdir -p "$log"
   log="$(cd "$log" && pwd)"
   env_setup
+  local prebuilt=0
+  if [ ! -x "$BUILD/roformer" ] && [ -x "$KIT/bin/roformer" ]; then
+    prebuilt=1
+    local src; src="$(cat "$KIT/bin/source_dir")"
+    say "no $BUILD: using the kit's prebuilt binaries (commit $(cat "$KIT/bin/commit"), built with source dir $src)"
+    if [ "$src" != "$ROOT" ]; then
+      [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"; }
+      [ "$(cd "$src" && pwd -P)" = "$(cd "$ROOT" && pwd -P)" ] || { echo "$src exists and is not this checkout: the prebuilt tests cannot find their files"; exit 1; }
+    fi
+    mkdir -p "$ROOT/build" && cp "$KIT/bin/roformer" "$ROOT/build/roformer"  # the tests' baked ROFORMER_TEST_BIN
+    BUILD="$ROOT/build"
+  fi
   [ -x "$BUILD/roformer" ] || { echo "no $BUILD/roformer: run 'scripts/gpu_check.sh build' first (same machine)"; exit 1; }
   nvidia-smi >"$log/nvidia-smi.txt" 2>&1 || true
   local tests_status=0
-  if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  if [ "${SKIP_TESTS:-0}" != 1 ] && [ "$prebuilt" = 1 ]; then
+    say "GPU test binaries (log: $log/ctest.log)"
+    : >"$log/ctest.log"
+    for t in "$KIT"/bin/test_gpu_*; do
+      local rc=0
+      "$t" >>"$log/ctest.log" 2>&1 || rc=$?
+      case $rc in 0) say "$(basename "$t"): passed" ;; 77) say "$(basename "$t"): skipped (no GPU visible)" ;;
+        *) say "$(basename "$t"): FAILED (exit $rc)"; tests_status=$rc ;; esac
+    done
+    grep -E "^\[  (FAILED|PASSED|SKIPPED)" "$log/ctest.log" | tail -12 || true
+  elif [ "${SKIP_TESTS:-0}" != 1 ]; then
     say "ctest -L gpu (log: $log/ctest.log)"
     (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 600) >"$log/ctest.log" 2>&1 || tests_status=$?
     grep -E "tests passed|Passed|Failed|Skipped|\*\*\*" "$log/ctest.log" | tail -12 || true
@@ -144,6 +237,7 @@ case "${1:-}" in
   pack) shift; pack "$@" ;;
   build) build ;;
   check) shift; check "$@" ;;
+  variants) shift; [ -n "${1:-}" ] || usage 1; mkdir -p "$1"; env_setup; [ -x "$BUILD/roformer" ] || BUILD="$ROOT/build"; variants "$1" ;;
   all) shift; build && check "$@" ;;
   -h|--help|help) usage 0 ;;
   *) usage 1 ;;

@@ -20,6 +20,10 @@ torch::nn::LayerNorm layer_norm(int64_t size, double eps) {
 }
 }  // namespace
 
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool bias_in_gemm) {
+  return bias_in_gemm && x.is_cuda() ? torch::linear(x, layer->weight, layer->bias) : F::linear(x, layer->weight, layer->bias);
+}
+
 torch::Tensor activation(const torch::Tensor& x, Activation act) {
   switch (act) {
     case Activation::kGelu: return torch::gelu(x);  // x Phi(x), erf form (HF "gelu")
@@ -55,7 +59,7 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
 // ---- Self-attention -----------------------------------------------------------------------------
 RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options)
     : options_(options), attention_(parse_attention(options.attention())),
-      rotary_impl_(parse_rotary_impl(options.rotary_impl())) {
+      rotary_impl_(parse_rotary_impl(options.rotary_impl())), fused_qkv_(options.fused_qkv()) {
   const int64_t H = options.hidden_size();
   query = register_module("query", torch::nn::Linear(H, H));
   key = register_module("key", torch::nn::Linear(H, H));
@@ -64,8 +68,12 @@ RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& opti
 
 torch::Tensor RoFormerSelfAttentionImpl::rotate(const torch::Tensor& x, const torch::Tensor& sin_pos,
                                                 const torch::Tensor& cos_pos) const {
-  return rotary_impl_ == RotaryImpl::kMatrix ? apply_rotary_matrix(x, sin_pos, cos_pos)
-                                            : apply_rotary(x, sin_pos, cos_pos);
+  switch (rotary_impl_) {
+    case RotaryImpl::kFused: return apply_rotary_fused(x, sin_pos, cos_pos, /*seq_dim=*/-2);  // (B, N, T, D)
+    case RotaryImpl::kMatrix: return apply_rotary_matrix(x, sin_pos, cos_pos);
+    case RotaryImpl::kElementwise: break;
+  }
+  return apply_rotary(x, sin_pos, cos_pos);
 }
 
 torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask,
@@ -73,9 +81,34 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
   const int64_t N = options_.num_heads(), D = H / N;
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, N, D}).transpose(1, 2); };  // (B, N, T, D)
-  auto q = heads(query->forward(x));
-  auto k = heads(key->forward(x));
-  auto v = heads(value->forward(x));
+  torch::Tensor q, k, v;
+  bool rotated = false;  // q and k already rotated
+  if (fused_qkv_ && x.is_cuda()) {
+    // One GEMM: (B, T, 3H) = x [Wq; Wk; Wv]^T + [bq; bk; bv], viewed as (B, T, 3, N, D). Split and
+    // unbind rather than narrow/select: their backward is one cat/stack, not a zero-filled buffer
+    // per slice plus the additions.
+    auto qkv = torch::linear(x, torch::cat({query->weight, key->weight, value->weight}),
+                             torch::cat({query->bias, key->bias, value->bias}))
+                   .view({B, T, 3, N, D});
+    if (rotary_impl_ == RotaryImpl::kFused && attention_ == Attention::kSoftmax) {
+      // q and k rotated together: one rotation for both (positions along dim 1).
+      auto parts = qkv.split_with_sizes({2, 1}, 2);
+      auto qk = apply_rotary_fused(parts[0], sin_pos, cos_pos, /*seq_dim=*/1).unbind(2);
+      q = qk[0].transpose(1, 2);
+      k = qk[1].transpose(1, 2);
+      v = parts[1].squeeze(2).transpose(1, 2);
+      rotated = true;
+    } else {
+      auto parts = qkv.unbind(2);
+      q = parts[0].transpose(1, 2);
+      k = parts[1].transpose(1, 2);
+      v = parts[2].transpose(1, 2);
+    }
+  } else {
+    q = heads(linear(query, x, options_.bias_in_gemm()));
+    k = heads(linear(key, x, options_.bias_in_gemm()));
+    v = heads(linear(value, x, options_.bias_in_gemm()));
+  }
   if (options_.rotary_value()) v = rotate(v, sin_pos, cos_pos);
 
   torch::Tensor context;  // (B, N, T, D)
@@ -93,8 +126,10 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
     auto denominator = torch::matmul(fq, fk.sum(-2).unsqueeze(-1));         // (B, N, T, 1)
     context = numerator / denominator.clamp_min(1e-6);
   } else {
-    q = rotate(q, sin_pos, cos_pos);
-    k = rotate(k, sin_pos, cos_pos);
+    if (!rotated) {
+      q = rotate(q, sin_pos, cos_pos);
+      k = rotate(k, sin_pos, cos_pos);
+    }
     // softmax(q k^T / sqrt(D) + mask) v; an undefined mask lets flash/efficient kernels run.
     const double p = is_training() ? options_.attention_dropout() : 0.0;
     context = at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, p);
@@ -145,18 +180,22 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const torch::Te
   const double p = options_.hidden_dropout();
   auto drop = [&](const torch::Tensor& t) { return F::dropout(t, F::DropoutFuncOptions().p(p).training(is_training())); };
   auto ffn = [&](const torch::Tensor& t) {
-    return output_dense->forward(activation(intermediate_dense->forward(t), act_));
+    const bool fold = options_.bias_in_gemm();
+    return linear(output_dense, activation(linear(intermediate_dense, t, fold), act_), fold);
   };
   if (norm_ == Norm::kPre) {
-    auto a = x + drop(attention_dense->forward(self_attention->forward(attention_layer_norm->forward(x), mask, sin_pos, cos_pos)));
+    auto attended = self_attention->forward(attention_layer_norm->forward(x), mask, sin_pos, cos_pos);
+    auto a = x + drop(linear(attention_dense, attended, options_.bias_in_gemm()));
     return a + drop(ffn(output_layer_norm->forward(a)));
   }
-  auto a = attention_layer_norm->forward(x + drop(attention_dense->forward(self_attention->forward(x, mask, sin_pos, cos_pos))));
+  auto attended = self_attention->forward(x, mask, sin_pos, cos_pos);
+  auto a = attention_layer_norm->forward(x + drop(linear(attention_dense, attended, options_.bias_in_gemm())));
   return output_layer_norm->forward(a + drop(ffn(a)));
 }
 
 // ---- Encoder --------------------------------------------------------------------------------------
-RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options) : options_(options) {
+RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options)
+    : options_(options), rotary_impl_(parse_rotary_impl(options.rotary_impl())) {
   const int64_t D = options.hidden_size() / options.num_heads();
   auto positions = group(*this, "embed_positions");
   embed_positions = positions->register_buffer(
@@ -169,8 +208,10 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options) : optio
 
 torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   auto [sin_pos, cos_pos] = rotary_sin_cos(embed_positions, x.size(1));  // (T, D) each
-  sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
-  cos_pos = cos_pos.to(rotary_dtype(x));
+  if (rotary_impl_ != RotaryImpl::kFused) {  // fused rotates in fp32
+    sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
+    cos_pos = cos_pos.to(rotary_dtype(x));
+  }
   const bool checkpoint = options_.gradient_checkpointing() && is_training() && torch::GradMode::is_enabled();
   auto h = x;
   for (const auto& module : *layers) {
@@ -193,8 +234,9 @@ RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options)
 }
 
 torch::Tensor RoFormerLMHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& decoder_weight) {
-  auto t = layer_norm->forward(activation(dense->forward(h), act_));  // (..., E)
-  return torch::nn::functional::linear(t, decoder_weight, bias);                       // (..., V)
+  auto t = layer_norm->forward(activation(linear(dense, h, options_.bias_in_gemm()), act_));  // (..., E)
+  return options_.bias_in_gemm() && t.is_cuda() ? torch::linear(t, decoder_weight, bias)  // (..., V)
+                                                : torch::nn::functional::linear(t, decoder_weight, bias);
 }
 
 }  // namespace roformer::model

@@ -21,6 +21,13 @@
 namespace roformer::model {
 
 // gelu (erf), gelu_tanh, relu.
+// A Linear layer's forward (RoFormerOptions::bias_in_gemm): on CUDA ATen's linear, which folds the
+// bias into the GEMM (addmm) and under autocast casts it with the weight. nn::Linear::forward
+// (F::linear) runs a matmul and then `output += bias` for 3-D inputs: a separate mixed-dtype
+// (bf16 += fp32) kernel per layer, forward and backward. The CPU keeps F::linear, bit-identical to
+// the reference values.
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool bias_in_gemm);
+
 torch::Tensor activation(const torch::Tensor& x, Activation act);
 
 class RoFormerEmbeddingsImpl : public torch::nn::Module {
@@ -59,6 +66,7 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
   RoFormerOptions options_;
   Attention attention_;
   RotaryImpl rotary_impl_;
+  bool fused_qkv_;
 };
 TORCH_MODULE(RoFormerSelfAttention);
 
@@ -97,6 +105,7 @@ class RoFormerEncoderImpl : public torch::nn::Module {
 
  private:
   RoFormerOptions options_;
+  RotaryImpl rotary_impl_;
 };
 TORCH_MODULE(RoFormerEncoder);
 

@@ -52,8 +52,17 @@ struct RoFormerOptions {
   TORCH_ARG(bool, gradient_checkpointing) = false;
   /// Padding token: its word-embedding row starts at zero and receives no gradient from the lookup.
   TORCH_ARG(int64_t, pad_token_id) = 0;
-  /// "elementwise" (x cos + rotate_half(x) sin) or "matrix" (naive rotation matrices; benchmark only).
+  /// "elementwise" (x cos + rotate_half(x) sin), "fused" (the same rotation as one fp32 complex
+  /// multiply, rounded once: fewer kernels; the trainer's choice on CUDA) or "matrix" (naive
+  /// rotation matrices; benchmark only).
   TORCH_ARG(std::string, rotary_impl) = "elementwise";
+  /// On CUDA, q, k and v come from one (3H x H) GEMM of the three weights concatenated per forward
+  /// (the parameters stay separate: checkpoints and Hugging Face names do not change). The CPU
+  /// always runs the three projections (its results stay bit-identical to the reference).
+  TORCH_ARG(bool, fused_qkv) = true;
+  /// On CUDA, every Linear runs ATen's linear: the bias added inside the GEMM (model/layers.h
+  /// `linear`), not as a separate mixed-dtype kernel. The CPU keeps the reference F::linear.
+  TORCH_ARG(bool, bias_in_gemm) = true;
 };
 
 // The enumerated options, parsed once (validate_options, the module constructors) so that no forward
@@ -61,7 +70,7 @@ struct RoFormerOptions {
 enum class Norm { kPost, kPre };
 enum class Attention { kSoftmax, kLinear };
 enum class Activation { kGelu, kGeluTanh, kRelu };
-enum class RotaryImpl { kElementwise, kMatrix };
+enum class RotaryImpl { kElementwise, kFused, kMatrix };
 Norm parse_norm(const std::string& name);
 Attention parse_attention(const std::string& name);
 Activation parse_activation(const std::string& name);

@@ -90,8 +90,9 @@ Activation parse_activation(const std::string& name) {
 
 RotaryImpl parse_rotary_impl(const std::string& name) {
   if (name == "elementwise") return RotaryImpl::kElementwise;
+  if (name == "fused") return RotaryImpl::kFused;
   if (name == "matrix") return RotaryImpl::kMatrix;
-  throw Error("invalid model options: rotary_impl must be elementwise or matrix, got " + name);
+  throw Error("invalid model options: rotary_impl must be elementwise, fused or matrix, got " + name);
 }
 
 void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
@@ -171,7 +172,7 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
   }
 
   auto x = embeddings->forward(input_ids, token_type_ids);  // (B, T, E)
-  if (embeddings_project) x = embeddings_project->forward(x);  // (B, T, H)
+  if (embeddings_project) x = linear(embeddings_project, x, options_.bias_in_gemm());  // (B, T, H)
   return encoder->forward(x, mask);                          // (B, T, H)
 }
 

@@ -4,6 +4,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace roformer::model {
 
 torch::Tensor rotary_table(int64_t max_positions, int64_t head_dim, double base) {
@@ -43,6 +45,26 @@ torch::ScalarType rotary_dtype(const torch::Tensor& x) {
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
   const auto dtype = x.scalar_type();  // .to() is free when the encoder already cast the tables
   return x * cos_pos.to(dtype) + rotate_half(x) * sin_pos.to(dtype);
+}
+
+torch::Tensor apply_rotary_fused(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos,
+                                 int64_t seq_dim) {
+  using torch::indexing::None;
+  using torch::indexing::Slice;
+  const int64_t T = sin_pos.size(0), D = sin_pos.size(1);
+  TORCH_CHECK(x.size(-1) == D && x.size(seq_dim) == T, "apply_rotary_fused: x ", x.sizes(), " does not match the (",
+              T, ", ", D, ") tables along dim ", seq_dim);
+  // cos_pos and sin_pos hold each angle twice ([c0, c0, c1, c1, ...]): one per pair.
+  auto rotation = torch::complex(cos_pos.index({Slice(), Slice(0, None, 2)}).to(torch::kFloat),
+                                 sin_pos.index({Slice(), Slice(0, None, 2)}).to(torch::kFloat));  // (T, D/2)
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+  shape[static_cast<size_t>(seq_dim < 0 ? seq_dim + x.dim() : seq_dim)] = T;
+  shape.back() = D / 2;
+  auto xf = x.to(torch::kFloat);  // a new fp32 tensor for bf16/fp16 x (strides kept where dense)
+  // view_as_complex needs even strides and an even storage offset (true for views of q/k/v).
+  if (xf.storage_offset() % 2 != 0) xf = xf.contiguous();
+  auto rotated = torch::view_as_complex(xf.unflatten(-1, {D / 2, 2})) * rotation.view(shape);
+  return torch::view_as_real(rotated).flatten(-2).to(x.scalar_type());
 }
 
 torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {

@@ -34,6 +34,14 @@ torch::ScalarType rotary_dtype(const torch::Tensor& x);
 // result has x's dtype (the tables are cast to it if they differ).
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
 
+// apply_rotary as one complex multiply: the pair (x_2i, x_2i+1) read as x_2i + i x_2i+1, times
+// e^{i m theta_i} = cos + i sin, gives (x_2i cos - x_2i+1 sin) + i (x_2i+1 cos + x_2i sin): the same
+// rotation, computed in fp32 and rounded once to x's dtype (three kernels forward, three backward,
+// instead of about ten; in bf16 also closer to the exact rotation). x: (..., D) with the positions
+// along dimension seq_dim (size T); sin_pos, cos_pos: (T, D) as rotary_sin_cos gives them, any dtype.
+torch::Tensor apply_rotary_fused(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos,
+                                 int64_t seq_dim);
+
 // The naive reference: builds the block-diagonal rotation matrices R_m (T, D, D) and computes
 // x'_m = R_m x_m. O(T D^2) memory and time; used only by tests and the benchmark.
 torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);

@@ -7,8 +7,10 @@
 // synchronize at every phase boundary (which itself costs a little) to time the phases.
 #include "train/bench.h"
 
+#include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 #include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -36,6 +39,41 @@ using nlohmann::json;
 // three form factors differ (SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
 // the H200 SXM matches the H100 SXM (its gain is memory) and the H200 NVL the H100 NVL. fp32 is
 // the non-tensor-core FP32 rate (LibTorch keeps TF32 off for matmuls by default).
+namespace {
+// Allows only one scaled-dot-product-attention kernel (process-wide LibTorch flags); "auto" leaves
+// LibTorch's choice.
+void restrict_attention_kernel(const std::string& kernel) {
+  if (kernel == "auto") return;
+  static const std::set<std::string> kKernels = {"flash", "cudnn", "efficient", "math"};
+  if (!kKernels.count(kernel))
+    throw Error(fmt::format("--attention-kernel must be auto, flash, cudnn, efficient or math, got '{}'", kernel));
+  auto& context = at::globalContext();
+  context.setSDPUseFlash(kernel == "flash");
+  context.setSDPUseCuDNN(kernel == "cudnn");
+  context.setSDPUseMemEfficient(kernel == "efficient");
+  context.setSDPUseMath(kernel == "math");
+}
+
+// Runs `steps` more training steps under the Kineto profiler (host ops and, on CUDA, kernels and
+// memory copies) and writes a Chrome trace to `path`. Outside the measured window: profiling slows
+// the host side, so it never touches the reported figures.
+void profile_steps(Trainer& trainer, int64_t steps, const std::string& path) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (trainer.device().is_cuda()) activities.insert(ActivityType::CUDA);
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  for (int64_t i = 0; i < steps; ++i) trainer.train_step(/*host_sync=*/i + 1 == steps);
+  core::synchronize(trainer.device());
+  auto result = prof::disableProfiler();
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  result->save(path);
+  spdlog::info("bench: profile of {} step(s) written to {} (summary: scripts/profile_summary.py {})", steps, path, path);
+}
+}  // namespace
+
 double known_peak_tflops(const std::string& name, const std::string& precision) {
   const bool half = precision == "bf16" || precision == "fp16";
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
@@ -52,9 +90,10 @@ int run_train_benchmark(const TrainBenchOptions& o) {
   if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
-  if (o.rotary != "elementwise" && o.rotary != "matrix")
-    throw Error(fmt::format("--rotary must be elementwise or matrix, got '{}'", o.rotary));
+  if (o.rotary != "auto" && o.rotary != "elementwise" && o.rotary != "fused" && o.rotary != "matrix")
+    throw Error(fmt::format("--rotary must be auto, elementwise, fused or matrix, got '{}'", o.rotary));
   if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");
+  if (o.profile_steps < 1) throw Error(fmt::format("--profile-steps must be at least 1, got {}", o.profile_steps));
   config::Config cfg = config::load_config(o.config_path, o.overrides);
   config::validate(cfg);
   setup_logging(cfg.logging.level);
@@ -63,6 +102,7 @@ int run_train_benchmark(const TrainBenchOptions& o) {
                 "--set model.vocab_size=" + std::to_string(cfg.tokenizer.vocab_size));
   const std::string run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
 
+  restrict_attention_kernel(o.attention_kernel);
   Trainer trainer(cfg, run_dir, "", o.config_path);
   trainer.setup_device();
   const bool cuda = trainer.device().is_cuda();
@@ -70,7 +110,7 @@ int run_train_benchmark(const TrainBenchOptions& o) {
     trainer.use_synthetic_data(cfg.model.vocab_size);
   else
     trainer.setup_data();
-  trainer.set_variant({o.rotary, o.dense_head});
+  trainer.set_variant({o.rotary, !o.separate_qkv, !o.separate_bias_add, o.dense_head});
   trainer.set_sync_timings(cuda && o.breakdown);
   trainer.setup_model_and_optimizer();
 
@@ -151,7 +191,9 @@ int run_train_benchmark(const TrainBenchOptions& o) {
               {"device_name", device_name},
               {"precision", c.train.precision},
               {"data", o.synthetic ? "synthetic" : "prepared"},
-              {"rotary", o.rotary},
+              {"rotary", trainer.model()->options().rotary_impl()},
+              {"qkv", o.separate_qkv || !cuda ? "separate" : "fused"},
+              {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
               {"head", o.dense_head ? "dense" : "sparse"},
               {"fused_adamw", trainer.uses_fused_adamw()},
               {"attention_backend", attention},
@@ -185,13 +227,16 @@ int run_train_benchmark(const TrainBenchOptions& o) {
     rec["breakdown_ms"] = nullptr;
   rec["breakdown_synchronized"] = cuda && o.breakdown;
 
+  if (!o.profile.empty()) profile_steps(trainer, o.profile_steps, o.profile);
+
   if (o.json) {
     std::cout << rec.dump() << std::endl;
     return 0;
   }
   std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}\n",
                            device_name == "cpu" ? fmt::format("cpu ({} threads)", torch::get_num_threads()) : device_name,
-                           c.train.precision, o.synthetic ? "synthetic" : "prepared", o.rotary,
+                           c.train.precision, o.synthetic ? "synthetic" : "prepared",
+                           trainer.model()->options().rotary_impl() + (o.separate_qkv || !cuda ? "" : ", fused QKV"),
                            o.dense_head ? "dense" : "sparse", trainer.uses_fused_adamw() ? "fused" : "portable");
   std::cout << fmt::format("{} x {} sequences x {} tokens per step, {} parameters, {} warm-up + {} measured steps\n\n",
                            c.train.grad_accum, c.train.batch_size, c.data.max_seq_len, trainer.model()->num_parameters(),

@@ -19,9 +19,14 @@ struct TrainBenchOptions {
   bool json = false;                      // one JSON record on stdout instead of the table
   double peak_tflops = 0;                 // 0: known peak of the device for the precision, if any
   bool synthetic = false;                 // random batches (model.vocab_size must be set)
-  std::string rotary = "elementwise";     // elementwise | matrix
+  std::string rotary = "auto";            // auto | elementwise | fused | matrix
+  bool separate_qkv = false;              // CUDA: three QKV GEMMs instead of one
+  bool separate_bias_add = false;         // CUDA: Linear as matmul + `+= bias` (nn::Linear::forward)
+  std::string attention_kernel = "auto";  // auto (LibTorch's choice) | flash | cudnn | efficient | math
   bool dense_head = false;
   bool breakdown = false;                 // CUDA: synchronize between phases to time them
+  std::string profile;                    // after measuring: a Kineto trace of profile_steps steps here
+  int64_t profile_steps = 3;
 };
 
 // Throws roformer::Error for user mistakes. Returns the process exit code.

@@ -60,7 +60,10 @@ struct StepResult {
 
 // Options that exist only to measure the cost of a design choice (`roformer bench`).
 struct StepVariant {
-  std::string rotary_impl = "elementwise";  // elementwise | matrix (naive rotation matrices)
+  // auto (fused on CUDA, elementwise on the CPU) | elementwise | fused | matrix (naive rotation matrices)
+  std::string rotary_impl = "auto";
+  bool fused_qkv = true;                    // CUDA: one QKV GEMM (model::RoFormerOptions::fused_qkv)
+  bool bias_in_gemm = true;                 // CUDA: ATen's linear (model::RoFormerOptions::bias_in_gemm)
   bool dense_head = false;                  // MLM head on all B*T positions, then gathered
 };
 

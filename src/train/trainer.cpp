@@ -237,8 +237,14 @@ void Trainer::setup_model_and_optimizer() {
                             "take it from the tokenizer", cfg_.model.vocab_size, vocab));
   check_memory(vocab);
   torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+  // The CUDA fast paths (model/options.h: rotary "fused", fused_qkv); the CPU keeps the reference
+  // element-wise rotation, bit-identical to the golden values.
+  const std::string rotary = variant_.rotary_impl != "auto" ? variant_.rotary_impl
+                             : device_.is_cuda()            ? "fused"
+                                                            : "elementwise";
   model_ = model::RoFormerForMaskedLM(
-      model::options_from_config(cfg_.model, vocab).rotary_impl(variant_.rotary_impl));
+      model::options_from_config(cfg_.model, vocab).rotary_impl(rotary).fused_qkv(variant_.fused_qkv)
+                                 .bias_in_gemm(variant_.bias_in_gemm));
   model_->to(device_);
   model_->train();
   spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, embedding {}, {}-LN, {} attention)",

@@ -146,7 +146,7 @@ TEST_F(GpuTrain, ResumeAcrossDevicesWithThePortableAdamW) {
 
 TEST_F(GpuTrain, AbsentCudaDeviceIsRefusedNamingTheKey) {
   const std::string absent = "cuda:" + std::to_string(torch::cuda::device_count());
-  auto r = train("absent", absent, "fp32", 0.0, 2);
+  auto r = train("absent", absent, "fp32", 0.0, 6);  // a valid config (warmup 3 <= steps): only the device is wrong
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("train.device is '" + absent + "' but this machine has"), std::string::npos) << r.output;
   auto e = run_roformer("eval --device " + absent + " --checkpoint " + tmp_.str("absent"));

@@ -120,6 +120,26 @@ TEST_F(BenchTest, DenseHeadAndMatrixRotaryVariants) {
   EXPECT_TRUE(std::isfinite(j.at("final_loss").get<double>()));
 }
 
+// --profile writes a Chrome trace of extra steps (outside the measured ones) that the summary
+// script reads; on the CPU it lists the host operators, the matrix products among them.
+TEST_F(BenchTest, ProfileWritesATraceTheSummaryReads) {
+  const std::string trace = tmp_.str("prof/trace.json");
+  auto r = run_roformer("bench " + cfg() + " --synthetic --steps 1 --warmup 0 --json --profile " + trace +
+                        " --profile-steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(last_json(r.output).at("steps"), 1);  // the profiled steps are not in the figures
+  ASSERT_TRUE(fs::exists(trace)) << r.output;
+  const json t = json::parse(read_file(trace));
+  int ops = 0;
+  for (const auto& e : t.at("traceEvents")) ops += e.value("cat", "") == "cpu_op";
+  EXPECT_GT(ops, 100);
+  if (python().empty()) GTEST_SKIP() << "no Python configured for scripts/profile_summary.py";
+  auto s = run_command(python() + " " + source_dir() + "/scripts/profile_summary.py " + trace + " --steps 2");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_NE(s.output.find("host ops over 2 step(s)"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("aten::"), std::string::npos) << s.output;
+}
+
 TEST_F(BenchTest, PreparedDataThroughTheTrainingSetup) {
   auto r = run_roformer("bench " + cfg() + " --steps 3 --warmup 1 --json --set model.vocab_size=0 --run-dir " +
                         tmp_.str("benchrun"));
@@ -139,7 +159,10 @@ TEST_F(BenchTest, BadOptionsSayWhatToChange) {
     std::string args, message;
   };
   const std::vector<Case> cases = {
-      {"bench " + cfg() + " --synthetic --rotary spiral", "--rotary must be elementwise or matrix, got 'spiral'"},
+      {"bench " + cfg() + " --synthetic --rotary spiral", "--rotary must be auto, elementwise, fused or matrix, got 'spiral'"},
+      {"bench " + cfg() + " --synthetic --attention-kernel fast",
+       "--attention-kernel must be auto, flash, cudnn, efficient or math, got 'fast'"},
+      {"bench " + cfg() + " --synthetic --profile-steps 0", "--profile-steps must be at least 1"},
       {"bench " + cfg() + " --synthetic --steps 0", "--steps must be at least 1"},
       {"bench " + cfg() + " --synthetic --set model.vocab_size=0", "--synthetic needs model.vocab_size"},
       {"bench --synthetic", "roformer bench needs a config: -c"},

@@ -110,6 +110,7 @@ TEST(ModelOptions, EnumeratedOptionsParseOnceAndRefuseUnknownValues) {
   EXPECT_EQ(parse_attention("linear"), Attention::kLinear);
   EXPECT_EQ(parse_activation("gelu_tanh"), Activation::kGeluTanh);
   EXPECT_EQ(parse_rotary_impl("matrix"), RotaryImpl::kMatrix);
+  EXPECT_EQ(parse_rotary_impl("fused"), RotaryImpl::kFused);
   EXPECT_NE(error_of([] { parse_attention("sparse"); }).find("attention must be softmax or linear, got sparse"),
             std::string::npos);
   EXPECT_NE(error_of([] { parse_activation("swish"); }).find("hidden_act must be gelu, gelu_tanh or relu, got swish"),
@@ -441,17 +442,26 @@ TEST(Model, AttentionBackendIsReportedFromLibTorchsSelector) {
   EXPECT_EQ(linear->attention_backend(2, 16, torch::kFloat32, false), "linear (no SDPA)");
 }
 
-TEST(Model, RotationMatrixVariantMatchesElementwise) {
-  for (const std::string attention : {"softmax", "linear"}) {
-    auto o = tiny().attention(attention).rotary_value(true);
-    torch::manual_seed(3);
-    RoFormerForMaskedLM a(o);
-    torch::manual_seed(3);
-    RoFormerForMaskedLM b(RoFormerOptions(o).rotary_impl("matrix"));
-    auto batch = make_batch(o.vocab_size());
-    EXPECT_TRUE(torch::allclose(a->forward(batch.ids, batch.mask, batch.types),
-                                b->forward(batch.ids, batch.mask, batch.types), 1e-4, 1e-5))
-        << attention;
+// The other rotary forms are the element-wise model to float rounding, values and gradients, in
+// every attention form: "matrix" (the naive rotation matrices) and "fused" (one complex multiply,
+// the trainer's choice on CUDA).
+TEST(Model, RotaryVariantsMatchElementwise) {
+  for (const std::string impl : {"matrix", "fused"}) {
+    for (const std::string attention : {"softmax", "linear"}) {
+      auto o = tiny().attention(attention).rotary_value(true);
+      torch::manual_seed(3);
+      RoFormerForMaskedLM a(o);
+      torch::manual_seed(3);
+      RoFormerForMaskedLM b(RoFormerOptions(o).rotary_impl(impl));
+      auto batch = make_batch(o.vocab_size());
+      auto la = a->forward(batch.ids, batch.mask, batch.types), lb = b->forward(batch.ids, batch.mask, batch.types);
+      EXPECT_TRUE(torch::allclose(la, lb, 1e-4, 1e-5)) << impl << " " << attention;
+      la.pow(2).mean().backward();
+      lb.pow(2).mean().backward();
+      auto ga = a->parameters(), gb = b->parameters();
+      for (size_t i = 0; i < ga.size(); ++i)
+        EXPECT_TRUE(torch::allclose(ga[i].grad(), gb[i].grad(), 1e-3, 1e-6)) << impl << " " << attention << " " << i;
+    }
   }
 }
 
