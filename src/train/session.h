@@ -167,6 +167,7 @@ class Trainer {
   int64_t good_steps_ = 0;
   int64_t last_saved_step_ = -1;
   int64_t fault_nonfinite_step_ = -1;  // ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP (tests only)
+  int64_t fault_oom_step_ = -1;        // ROFORMER_FAULT_OOM_AT_STEP (tests only)
   std::optional<EvalResult> last_eval_;
 };
 

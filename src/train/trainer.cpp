@@ -271,6 +271,7 @@ void Trainer::setup_model_and_optimizer() {
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
   fused_adamw_ = o.fused;  // the fused kernel exists for CUDA and CPU tensors
   if (const char* at_step = std::getenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP")) fault_nonfinite_step_ = std::atoll(at_step);
+  if (const char* at_step = std::getenv("ROFORMER_FAULT_OOM_AT_STEP")) fault_oom_step_ = std::atoll(at_step);
 }
 
 // AdamW step. The portable path is torch::optim::AdamW. The fused path (optimizer.fused) runs
@@ -500,6 +501,9 @@ StepResult Trainer::train_step(bool host_sync) {
     seconds += std::chrono::duration<double>(now - start).count();
     return now;
   };
+  // Tests only: the allocator's out-of-memory error, as a too-large batch raises it on a device.
+  TORCH_CHECK_WITH(OutOfMemoryError, fault_oom_step_ != step_ + 1,
+                   "CUDA out of memory. Tried to allocate 2.00 GiB (ROFORMER_FAULT_OOM_AT_STEP)");
   StepResult r;
   auto t = Clock::now();
   std::vector<data::Batch> micro;

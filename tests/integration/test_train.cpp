@@ -163,6 +163,23 @@ TEST_F(TrainTest, KillDuringCheckpointWriteKeepsPreviousAndResumes) {
             roformer::core::file_checksum(ckpt("c", 12) + "/model.safetensors"));
 }
 
+// Out of device memory is a setting to change: exit 1 with one line naming the keys, not exit 2.
+// The allocator's error is injected at step 8 (a real one needs a device); the step-6 checkpoint
+// stays and the run resumes from it.
+TEST_F(TrainTest, OutOfDeviceMemoryIsAUserErrorNamingWhatToLower) {
+  auto r = run_command("ROFORMER_FAULT_OOM_AT_STEP=8 " + roformer_bin() + " train -c " + config_ + " --run-dir " +
+                       tmp_.str("oom"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("out of device memory (CUDA out of memory): lower train.batch_size (raise "
+                          "train.grad_accum to keep the global batch), set model.gradient_checkpointing: true"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("oom", 6)).ok);
+  auto resumed = run_roformer("train --run-dir " + tmp_.str("oom") + " --resume auto");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+}
+
 TEST_F(TrainTest, CorruptCheckpointIsSkippedOrReported) {
   ASSERT_EQ(train("a").exit_code, 0);
   {
