@@ -479,6 +479,15 @@ std::vector<std::string> all_keys() {
   return out;
 }
 
+std::vector<ConfigChange> diff(const Config& before, const Config& after) {
+  std::vector<ConfigChange> out;
+  for (const auto& f : fields()) {
+    std::string a = f.get(before), b = f.get(after);
+    if (a != b) out.push_back({f.path(), std::move(a), std::move(b)});
+  }
+  return out;
+}
+
 void apply_override(Config& config, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)

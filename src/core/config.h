@@ -148,6 +148,14 @@ std::string defaults_reference(bool markdown);
 // Every "section.key" path, in table order.
 std::vector<std::string> all_keys();
 
+// One key whose value differs between two configs, as YAML text (the field table's rendering).
+struct ConfigChange {
+  std::string key;  // "section.key"
+  std::string before, after;
+};
+// The keys whose values differ, in table order (compared field by field, not as text).
+std::vector<ConfigChange> diff(const Config& before, const Config& after);
+
 // The head dimension and effective embedding size implied by the model section.
 inline int64_t head_dim(const ModelConfig& m) { return m.hidden_size / m.num_heads; }
 inline int64_t effective_embedding_size(const ModelConfig& m) {

@@ -12,8 +12,10 @@
 #include "core/file.h"
 #include "core/safetensors.h"
 #include "train/checkpoint_store.h"
+#include "train/checkpoint_files.h"
 
 namespace roformer::tools {
+namespace files = train::checkpoint_files;
 namespace fs = std::filesystem;
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device) {
@@ -24,12 +26,12 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& d
     throw Error(fmt::format("checkpoint {} is not usable: {}. `roformer inspect {}` shows its state; an earlier "
                             "checkpoint of the run may be intact", ck.dir, check.problem, ck.dir));
   const fs::path dir(ck.dir);
-  const std::string config_path = (dir / "config.yaml").string();
+  const std::string config_path = (dir / files::kConfig).string();
   ck.config = config::parse_config(core::read_file(config_path), {}, config_path);
-  ck.state = nlohmann::json::parse(core::read_file((dir / "trainer_state.json").string()));
-  ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / "tokenizer.model").string()));
+  ck.state = nlohmann::json::parse(core::read_file((dir / files::kTrainerState).string()));
+  ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
   ck.model = model::RoFormerForMaskedLM(model::options_from_config(ck.config.model, ck.tokenizer->vocab_size()));
-  ck.model->load_hf_state_dict(core::load_safetensors((dir / "model.safetensors").string()));
+  ck.model->load_hf_state_dict(core::load_safetensors((dir / files::kModel).string()));
   ck.model->to(device);
   ck.model->eval();
   return ck;

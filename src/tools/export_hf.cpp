@@ -14,8 +14,10 @@
 #include "tools/hf_tokenizer.h"
 #include "train/checkpoint_store.h"
 #include "train/metrics.h"
+#include "train/checkpoint_files.h"
 
 namespace roformer::tools {
+namespace files = train::checkpoint_files;
 namespace fs = std::filesystem;
 
 namespace {
@@ -27,7 +29,7 @@ std::string hf_activation(const std::string& act) {
 
 // A checkpoint (its manifest or trainer state), a run's checkpoints/ folder, or any folder inside it.
 bool is_training_state(const fs::path& dir) {
-  if (fs::exists(dir / "manifest.json") || fs::exists(dir / "trainer_state.json") || fs::exists(dir / "latest"))
+  if (fs::exists(dir / files::kManifest) || fs::exists(dir / files::kTrainerState) || fs::exists(dir / "latest"))
     return true;
   for (fs::path p = fs::weakly_canonical(dir); !p.empty() && p != p.root_path(); p = p.parent_path())
     if (p.filename() == "checkpoints" && fs::exists(p / "latest")) return true;
@@ -60,7 +62,7 @@ std::string join(const std::vector<std::string>& items) {
 std::string model_card(const LoadedCheckpoint& ck, const std::string& out_dir, const nlohmann::json& tokenizer) {
   const auto& c = ck.config;
   const auto& o = ck.model->options();
-  const auto eval = train::last_metrics_record((fs::path(ck.dir) / "metrics.jsonl").string(), "eval");
+  const auto eval = train::last_metrics_record((fs::path(ck.dir) / files::kMetrics).string(), "eval");
   const std::string accuracy =
       eval.is_null() ? "not measured (the run had no validation data)"
                      : fmt::format("**{:.4f}** (top-5 {:.4f}, loss {:.4f}, perplexity {:.2f}) at step {}, on {} masked "
@@ -178,7 +180,7 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
   core::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), unique, {{"format", "pt"}});
   train::write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
-  fs::copy_file(fs::path(ck.dir) / "tokenizer.model", fs::path(out_dir) / "spiece.model",
+  fs::copy_file(fs::path(ck.dir) / files::kTokenizer, fs::path(out_dir) / "spiece.model",
                 fs::copy_options::overwrite_existing, ec);
   if (ec) throw Error(fmt::format("cannot copy the tokenizer into '{}': {}", out_dir, ec.message()));
   write_hf_tokenizer(tokenizer, out_dir, tok_options);

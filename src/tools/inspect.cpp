@@ -15,15 +15,17 @@
 #include "tools/checkpoint_loader.h"
 #include "train/checkpoint_store.h"
 #include "train/metrics.h"
+#include "train/checkpoint_files.h"
 
 namespace roformer::tools {
+namespace files = train::checkpoint_files;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 int run_inspect(const std::string& path, bool as_json) {
   // A damaged checkpoint must still be reported, so resolve without requiring it to verify.
   std::string dir = path;
-  if (!fs::exists(fs::path(path) / "manifest.json") && !fs::exists(fs::path(path) / "trainer_state.json")) {
+  if (!fs::exists(fs::path(path) / files::kManifest) && !fs::exists(fs::path(path) / files::kTrainerState)) {
     auto all = train::list_checkpoints((fs::path(path) / "checkpoints").string());
     if (all.empty()) all = train::list_checkpoints(path);
     if (all.empty()) {
@@ -36,7 +38,7 @@ int run_inspect(const std::string& path, bool as_json) {
   json report = {{"checkpoint", dir}, {"intact", check.ok}};
   if (!check.ok) report["problem"] = check.problem;
   json state;
-  if (std::ifstream in(fs::path(dir) / "trainer_state.json"); in) {
+  if (std::ifstream in(fs::path(dir) / files::kTrainerState); in) {
     try {
       state = json::parse(in);
     } catch (const std::exception&) {
@@ -44,10 +46,10 @@ int run_inspect(const std::string& path, bool as_json) {
   }
   std::optional<config::Config> cfg;
   try {
-    cfg = config::parse_config(core::read_file((fs::path(dir) / "config.yaml").string()));
+    cfg = config::parse_config(core::read_file((fs::path(dir) / files::kConfig).string()));
   } catch (const std::exception&) {
   }
-  const json last_train = train::last_metrics_record((fs::path(dir) / "metrics.jsonl").string(), "train");
+  const json last_train = train::last_metrics_record((fs::path(dir) / files::kMetrics).string(), "train");
   if (!state.is_null()) {
     report["step"] = state.value("step", int64_t{0});
     report["tokens_seen"] = state.value("tokens_seen", int64_t{0});

@@ -15,8 +15,10 @@
 #include "data/tokenizer.h"
 #include "model/roformer.h"
 #include "train/checkpoint_store.h"
+#include "train/checkpoint_files.h"
 
 namespace roformer::train {
+namespace files = checkpoint_files;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -100,9 +102,9 @@ InitSource checkpoint_source(const std::string& path) {
     throw Error(fmt::format("--init-from: checkpoint {} is not usable: {}; an earlier checkpoint of the run may be "
                             "intact", s.dir, check.problem));
   s.kind = "checkpoint";
-  s.weights = (fs::path(s.dir) / "model.safetensors").string();
-  s.tokenizer_model = (fs::path(s.dir) / "tokenizer.model").string();
-  s.architecture = config::load_config((fs::path(s.dir) / "config.yaml").string()).model;
+  s.weights = (fs::path(s.dir) / files::kModel).string();
+  s.tokenizer_model = (fs::path(s.dir) / files::kTokenizer).string();
+  s.architecture = config::load_config((fs::path(s.dir) / files::kConfig).string()).model;
   s.vocab_size = data::Tokenizer::load(s.tokenizer_model).vocab_size();
   return s;
 }

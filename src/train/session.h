@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "data/tokenizer.h"
 #include "dist/env.h"
 #include "model/roformer.h"
+#include "train/checkpointer.h"
 #include "train/evaluate.h"
 #include "train/init_from.h"
 #include "train/metrics.h"
@@ -33,6 +35,23 @@ class GradientReducer;
 }  // namespace roformer::dist
 
 namespace roformer::train {
+
+class MetricsWindow;
+class ProgressReporter;
+
+// Ends the phases of a step (StepTimings): seconds since the previous end, with a device
+// synchronize first when timings are to be exact (Trainer::set_sync_timings).
+class PhaseClock {
+ public:
+  PhaseClock(const torch::Device& device, bool synchronize)
+      : device_(device), synchronize_(synchronize && device.is_cuda()), last_(std::chrono::steady_clock::now()) {}
+  void end(double& seconds);
+
+ private:
+  torch::Device device_;
+  bool synchronize_;
+  std::chrono::steady_clock::time_point last_;
+};
 
 // Wall-clock seconds per phase of one step, summed over the micro-batches. On CUDA the phases are
 // only meaningful with Trainer::set_sync_timings(true) (a device synchronize at each boundary);
@@ -112,6 +131,8 @@ class Trainer {
   const torch::Device& device() const { return device_; }
   model::RoFormerForMaskedLM& model() { return model_; }
   bool uses_fused_adamw() const { return fused_adamw_; }
+  // AdamW's step count (of the first parameter) as a checkpoint saves it: the updates applied.
+  int64_t adamw_step_count();
   int world_size() const { return env_.world_size; }
   // Sequences per optimizer step over all ranks: batch_size x grad_accum x processes.
   int64_t global_batch() const { return cfg_.train.batch_size * cfg_.train.grad_accum * world_size(); }
@@ -121,17 +142,32 @@ class Trainer {
   void setup_run_dir();
   void setup_distributed();  // process group (world of one: identity)
   void check_ranks_start_alike();  // collective: same resolved config and checkpoint on every rank
-  std::vector<std::string> gather_rng_states();  // collective; rank 0 gets every rank's, serialized
-  void restore_rng_states(const std::string& dir, int64_t saved_world_size);
   void setup_tokenizer();
   void check_memory(int64_t vocab_size) const;  // train/memory_check.h: refuses what cannot fit the device
   std::shared_ptr<const data::PreparedCorpus> prepare(const std::vector<std::string>& files, const std::string& name);
   void load_checkpoint(const std::string& dir);
   void save_checkpoint(const std::string& reason);
+  CheckpointContents checkpoint_contents();
   void run_eval();
+  // Trainer::run in parts: everything before the first step, then per step the checks and actions.
+  void start_run();
+  void check_finite(const StepResult& r, int64_t last_synced) const;  // throws on a non-finite step
+  void log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress);
+  bool stop_if_asked(const StepResult& r);
+  void report_done() const;
   void set_lr(double lr);
   void optimizer_step(double lr, const torch::Tensor& found_inf);
+  void sync_fused_step_counts();  // device counts -> the optimizer state's host counts
   data::Batch next_batch();
+  // train_step in parts: the batches, forward + backward, then one of the two exits of the update.
+  struct StepSums {
+    torch::Tensor loss, correct;  // float64 on the device: summed cross entropy, correct predictions
+  };
+  std::vector<data::Batch> step_batches(StepResult& r);
+  StepSums forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock);
+  std::vector<torch::Tensor> unscaled_gradients();
+  void update_unsynced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm);
+  void update_synced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm, StepSums sums, StepResult& r);
 
   config::Config cfg_;
   std::string run_dir_;
@@ -143,6 +179,7 @@ class Trainer {
   dist::DistEnv env_;                               // a single process unless run() finds a launcher
   std::unique_ptr<dist::ProcessGroup> group_;       // run() only; null for `roformer bench`
   std::unique_ptr<dist::GradientReducer> reducer_;  // world size > 1 only
+  std::unique_ptr<Checkpointer> checkpointer_;      // run() only
 
   std::optional<data::Tokenizer> tokenizer_;
   std::shared_ptr<const data::PreparedCorpus> train_corpus_, valid_corpus_;
@@ -165,7 +202,6 @@ class Trainer {
   int64_t tokens_seen_ = 0;
   double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
   int64_t good_steps_ = 0;
-  int64_t last_saved_step_ = -1;
   int64_t fault_nonfinite_step_ = -1;  // ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP (tests only)
   int64_t fault_oom_step_ = -1;        // ROFORMER_FAULT_OOM_AT_STEP (tests only)
   std::optional<EvalResult> last_eval_;

@@ -47,102 +47,28 @@
 #include "dist/gradient_reducer.h"
 #include "dist/process_group.h"
 #include "model/roformer.h"
+#include "train/cadence.h"
 #include "train/checkpoint_store.h"
 #include "train/evaluate.h"
 #include "train/memory_check.h"
 #include "train/metrics.h"
+#include "train/metrics_window.h"
 #include "train/prepared_data.h"
 #include "train/progress.h"
+#include "train/resume_policy.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/session.h"
 #include "train/signals.h"
 #include "train/trainer_state.h"
+#include "train/checkpoint_files.h"
 
 namespace roformer::train {
+namespace files = checkpoint_files;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Keys that may differ between a checkpoint's config and the resuming run's: they change neither
-// the model nor the data order, so the run still continues exactly (train.device,
-// train.num_threads, optimizer.fused and the distributed keys keep the math but may change float
-// rounding).
-const std::vector<std::string> kResumableKeyPrefixes = {
-    "train.steps", "train.run_dir", "train.device", "train.num_threads", "logging.", "eval.", "checkpoint.",
-    "data.num_workers", "data.prefetch", "data.prepared_dir", "distributed.", "optimizer.fused"};
-// Keys a user changes to rescue a diverged run: allowed, with a warning that the resumed run is no
-// longer an exact continuation of the original one.
-// train.batch_size and train.grad_accum are here so a run can resume on another number of processes
-// with the same global batch (batch_size x grad_accum x processes): the data position is global.
-const std::vector<std::string> kRescueKeyPrefixes = {"optimizer.lr", "optimizer.grad_clip", "schedule.",
-                                                     "train.batch_size", "train.grad_accum"};
-
-std::map<std::string, std::string> flatten(const config::Config& c) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(config::to_yaml(c));
-  std::string line, section;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    if (line[0] != ' ') {
-      section = line.substr(0, line.size() - 1);
-      continue;
-    }
-    const auto colon = line.find(':');
-    out[section + "." + line.substr(2, colon - 2)] = line.substr(colon + 2);
-  }
-  return out;
-}
-
-
-std::vector<torch::Tensor> get_rng_states() {
-  std::vector<torch::Tensor> states;
-  {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    states.push_back(gen.get_state());
-  }
-  if (torch::cuda::is_available()) {
-    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
-      auto gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      states.push_back(gen.get_state());
-    }
-  }
-  return states;
-}
-
-void set_rng_states(const std::vector<torch::Tensor>& states) {
-  if (states.empty()) return;
-  {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(states[0]);
-  }
-  if (torch::cuda::is_available()) {
-    const auto n = std::min<int64_t>(static_cast<int64_t>(states.size()) - 1, torch::cuda::device_count());
-    for (int64_t i = 0; i < n; ++i) {
-      auto gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(states[static_cast<size_t>(i) + 1]);
-    }
-  }
-}
-
-std::string serialize(const std::vector<torch::Tensor>& tensors) {
-  std::ostringstream out;
-  torch::save(tensors, out);
-  return out.str();
-}
-
-// The dropout seed of a rank that has no saved generator state (ranks > 0 at the start of a run or
-// after a resume with another world size): a splitmix64 mix of (seed, rank, step).
-uint64_t rank_seed(int64_t seed, int rank, int64_t step) {
-  return core::mix64(
-      (static_cast<uint64_t>(seed) ^ (static_cast<uint64_t>(rank) << 40) ^ static_cast<uint64_t>(step)) +
-      core::kGoldenGamma);
-}
 
 // What to do after a non-finite step: resume from the newest intact checkpoint saved at step <=
 // max_step (the state the failing step started from replays the same failure), or start over.
@@ -156,8 +82,6 @@ std::string nonfinite_resume_advice(const std::string& ckpt_dir, const std::stri
                      "from before the failure, after {}: roformer train --run-dir {} --resume {}",
                      usable, fixes, run_dir, usable);
 }
-
-std::string rng_file(int rank) { return rank == 0 ? "rng.pt" : fmt::format("rng_rank{}.pt", rank); }
 
 }  // namespace
 
@@ -182,12 +106,12 @@ void Trainer::setup_tokenizer() {
   std::string path = init_ ? adopt_init_tokenizer(*init_, cfg_, run_dir_) : cfg_.tokenizer.model;
   if (!resume_dir_.empty()) {
     // The checkpoint carries its tokenizer: the run continues with exactly that one.
-    const std::string state_path = (fs::path(resume_dir_) / "trainer_state.json").string();
+    const std::string state_path = (fs::path(resume_dir_) / files::kTrainerState).string();
     const TrainerState state = parse_trainer_state(core::read_file(state_path), state_path);
     path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
-    if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum((fs::path(resume_dir_) / "tokenizer.model").string())) {
+    if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum((fs::path(resume_dir_) / files::kTokenizer).string())) {
       fs::create_directories(fs::path(path).parent_path());
-      fs::copy_file((fs::path(resume_dir_) / "tokenizer.model"), path, fs::copy_options::overwrite_existing);
+      fs::copy_file((fs::path(resume_dir_) / files::kTokenizer), path, fs::copy_options::overwrite_existing);
     }
     tokenizer_ = data::Tokenizer::load(path);
     if (tokenizer_->fingerprint() != state.tokenizer_fingerprint)
@@ -305,9 +229,10 @@ void Trainer::optimizer_step(double lr, const torch::Tensor& found_inf) {
         state.exp_avg(state.exp_avg().to(p.device()));
         state.exp_avg_sq(state.exp_avg_sq().to(p.device()));
       }
+      // The count lives on the device from here on (a skipped update must not count): the host
+      // count that optimizer.pt saves is brought in line by sync_fused_step_counts.
       auto& device_step = fused_steps_[p.unsafeGetTensorImpl()];
       if (!device_step.defined()) device_step = torch::full({}, static_cast<double>(state.step()), device_opts);
-      state.step(state.step() + 1);
       params.push_back(p);
       grads.push_back(p.grad());
       exp_avgs.push_back(state.exp_avg());
@@ -324,129 +249,77 @@ void Trainer::optimizer_step(double lr, const torch::Tensor& found_inf) {
   }
 }
 
+// The fused path counts AdamW steps on the device only, where an update skipped for a non-finite
+// gradient (found_inf) does not count. Before anything reads the host counts (a checkpoint save),
+// they take the device values: one read-back of all of them.
+void Trainer::sync_fused_step_counts() {
+  if (fused_steps_.empty()) return;
+  std::vector<void*> keys;
+  std::vector<torch::Tensor> counts;
+  for (const auto& [key, count] : fused_steps_) {
+    keys.push_back(key);
+    counts.push_back(count);
+  }
+  const auto host = torch::stack(counts).to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* value = host.data_ptr<double>();
+  for (size_t i = 0; i < keys.size(); ++i)
+    static_cast<torch::optim::AdamWParamState&>(*optimizer_->state().at(keys[i])).step(std::llround(value[i]));
+}
+
+int64_t Trainer::adamw_step_count() {
+  sync_fused_step_counts();
+  if (params_.empty() || !optimizer_->state().count(params_.front().unsafeGetTensorImpl())) return 0;
+  return static_cast<torch::optim::AdamWParamState&>(*optimizer_->state().at(params_.front().unsafeGetTensorImpl()))
+      .step();
+}
+
 void Trainer::set_lr(double lr) {
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
 
-// Every rank's generator states (dropout), serialized. Collective in a data-parallel run: each
-// rank fills its row of a zero (W, longest) byte table and one all-reduce sums the table, so rank 0
-// ends with every row; the other ranks get an empty list.
-std::vector<std::string> Trainer::gather_rng_states() {
-  std::string mine = serialize(get_rng_states());
-  const int W = world_size();
-  if (W == 1) return {mine};
-  const auto lengths = group_->all_gather(static_cast<double>(mine.size()), "checkpoint RNG state sizes");
-  const auto longest = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
-  auto table = torch::zeros({W, longest}, torch::kUInt8);
-  std::memcpy(table.data_ptr<uint8_t>() + env_.rank * longest, mine.data(), mine.size());
-  table = table.to(group_->device());
-  group_->all_reduce_sum(table, "checkpoint RNG states");
-  if (!main_rank()) return {};
-  table = table.cpu();
-  std::vector<std::string> out;
-  for (int r = 0; r < W; ++r)
-    out.emplace_back(reinterpret_cast<const char*>(table.data_ptr<uint8_t>() + r * longest),
-                     static_cast<size_t>(lengths[static_cast<size_t>(r)]));
-  return out;
-}
-
-// Collective in a data-parallel run: the ranks check that their parameters agree (bit for bit) and
-// send their RNG states to rank 0, rank 0 writes the checkpoint, and every rank learns whether it
-// was saved before going on (so a failed save stops every rank with the same step on disk).
+// Collective in a data-parallel run (Checkpointer::save).
 void Trainer::save_checkpoint(const std::string& reason) {
-  if (last_saved_step_ == step_) return;
-  const auto start = std::chrono::steady_clock::now();
-  const int W = world_size();
-  if (W > 1) {
-    const auto agreement = dist::check_parameters_agree(*group_, params_);
-    if (!agreement.agree)
-      throw Error(fmt::format("not saving the checkpoint at step {}: {}. Data-parallel ranks must hold identical "
-                              "parameters; resume from the last checkpoint ({})",
-                              step_, agreement.message(), ckpt_dir_));
-  }
-  const auto rng_states = gather_rng_states();
-  std::exception_ptr failure;
-  std::string final_dir;
-  if (main_rank()) {
-    try {
-      try {
-        CheckpointWriter w(ckpt_dir_, step_);
-        core::save_safetensors(w.path("model.safetensors"), model_->hf_named_parameters(),
-                               {{"format", "pt"}, {"producer", "roformer"}, {"step", std::to_string(step_)}});
-        torch::save(*optimizer_, w.path("optimizer.pt"));
-        // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
-        if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP");
-            kill_at && std::atoll(kill_at) == step_)
-          std::raise(SIGKILL);
-        for (int r = 0; r < W; ++r) write_file_checked(w.path(rng_file(r)), rng_states[static_cast<size_t>(r)]);
-        const auto loader_state = loader_->state();
-        json state = {{"step", step_},
-                      {"tokens_seen", tokens_seen_},
-                      {"loader", {{"epoch", loader_state.epoch}, {"position", loader_state.position}}},
-                      {"world_size", W},
-                      {"global_batch_size", global_batch()},
-                      {"loss_scale", loss_scale_},
-                      {"good_steps", good_steps_},
-                      {"tokenizer_fingerprint", tokenizer_->fingerprint()},
-                      {"num_parameters", model_->num_parameters()},
-                      {"reason", reason},
-                      {"roformer_version", ROFORMER_VERSION}};
-        if (last_eval_)
-          state["last_eval"] = {{"loss", last_eval_->loss}, {"accuracy", last_eval_->accuracy},
-                                {"top5_accuracy", last_eval_->top5_accuracy}, {"perplexity", last_eval_->perplexity}};
-        write_file_checked(w.path("trainer_state.json"), state.dump(2) + "\n");
-        write_file_checked(w.path("config.yaml"), config::to_yaml(cfg_));
-        write_file_checked(w.path("tokenizer.model"), core::read_file(tokenizer_->model_path()));
-        write_file_checked(w.path("metrics.jsonl"), fs::exists(metrics_.path()) ? core::read_file(metrics_.path()) : "");
-        final_dir = w.commit();
-        prune_checkpoints(ckpt_dir_, cfg_.checkpoint.keep_last, final_dir);
-      } catch (const c10::Error& e) {
-        throw Error(fmt::format("saving the checkpoint at step {} failed: {} (the previous checkpoint is intact)",
-                                step_, e.what_without_backtrace()));
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  if (W > 1) {  // doubles as the barrier: no rank runs ahead of a checkpoint being written
-    const auto saved = group_->all_gather(failure ? 0.0 : 1.0, "checkpoint save");
-    if (!main_rank() && saved[0] == 0.0)
-      throw Error(fmt::format("rank 0 could not save the checkpoint at step {} (its log says why); the previous "
-                              "checkpoint is intact", step_));
-  }
-  if (failure) std::rethrow_exception(failure);
-  last_saved_step_ = step_;
-  spdlog::info("saved checkpoint {} ({}, {:.1f}s)", final_dir, reason,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  sync_fused_step_counts();
+  TrainerState state;
+  state.step = step_;
+  state.tokens_seen = tokens_seen_;
+  const auto loader_state = loader_->state();
+  state.loader_epoch = loader_state.epoch;
+  state.loader_position = loader_state.position;
+  state.world_size = world_size();
+  state.global_batch_size = global_batch();
+  state.loss_scale = loss_scale_;
+  state.good_steps = good_steps_;
+  state.tokenizer_fingerprint = tokenizer_->fingerprint();
+  state.num_parameters = model_->num_parameters();
+  state.reason = reason;
+  state.roformer_version = ROFORMER_VERSION;
+  if (last_eval_)
+    state.last_eval = TrainerState::Eval{last_eval_->loss, last_eval_->accuracy, last_eval_->top5_accuracy,
+                                         last_eval_->perplexity};
+  checkpointer_->save(state, checkpoint_contents());
 }
 
-// Every rank reads the same checkpoint (a shared filesystem in multi-node runs).
+CheckpointContents Trainer::checkpoint_contents() {
+  return {model_, optimizer_.get(), &cfg_, &*tokenizer_, metrics_.path(), params_};
+}
+
+// Every rank reads the same checkpoint; the loop's own state comes back from its trainer_state.json.
 void Trainer::load_checkpoint(const std::string& dir) {
-  const std::string state_path = (fs::path(dir) / "trainer_state.json").string();
-  const TrainerState state = parse_trainer_state(core::read_file(state_path), state_path);
+  const TrainerState state = checkpointer_->load(dir, checkpoint_contents(), device_, cfg_.train.seed);
   step_ = state.step;
-  try {
-    model_->load_hf_state_dict(core::load_safetensors((fs::path(dir) / "model.safetensors").string()));
-    // Onto the run's device: train.device may change on resume (a CPU checkpoint resumed on CUDA or
-    // the reverse), and the portable AdamW needs its moments where the parameters are.
-    torch::load(*optimizer_, (fs::path(dir) / "optimizer.pt").string(), device_);
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
-  }
-  const int64_t saved_world = state.world_size;
   const int64_t global_batch = this->global_batch();
   const int64_t saved_global_batch = state.global_batch_size.value_or(global_batch);
-  if (saved_world != world_size())
+  if (state.world_size != world_size())
     spdlog::info("resuming a checkpoint written by {} process(es) with {}: model, optimizer, step, learning-rate "
                  "schedule and the global data position carry over{}",
-                 saved_world, world_size(), world_size() > 1 ? "; ranks other than 0 start new dropout streams" : "");
+                 state.world_size, world_size(), world_size() > 1 ? "; ranks other than 0 start new dropout streams" : "");
   if (saved_global_batch != global_batch && main_rank())
     spdlog::warn("the global batch is now {} sequences per step (train.batch_size {} x train.grad_accum {} x {} "
                  "process(es)); the checkpoint was trained with {}. Keep batch_size x grad_accum x processes equal "
                  "to continue with the same batch", global_batch, cfg_.train.batch_size, cfg_.train.grad_accum,
                  world_size(), saved_global_batch);
-  restore_rng_states(dir, saved_world);
   tokens_seen_ = state.tokens_seen;
   loss_scale_ = state.loss_scale;
   good_steps_ = state.good_steps;
@@ -454,30 +327,14 @@ void Trainer::load_checkpoint(const std::string& dir) {
   ls.epoch = state.loader_epoch;
   ls.position = state.loader_position;
   loader_->restore(ls);
-  // metrics.jsonl continues from the checkpoint's copy, as if the run had never stopped.
-  if (main_rank()) write_file_atomic(metrics_.path(), core::read_file((fs::path(dir) / "metrics.jsonl").string()));
-  last_saved_step_ = step_;
   spdlog::info("resumed from {} at step {} ({} tokens seen)", dir, step_, tokens_seen_);
 }
 
-// Same world size: every rank continues its own generators exactly. Another world size: the global
-// data position, model, optimizer and schedule carry over (the data order does not depend on the
-// world size), rank 0 continues the saved rank-0 generators, and other ranks start fresh dropout
-// streams seeded from (train.seed, rank, step).
-void Trainer::restore_rng_states(const std::string& dir, int64_t saved_world_size) {
-  const int W = world_size();
-  if (saved_world_size != W && env_.rank > 0) {
-    torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, step_));
-    return;
-  }
-  const std::string path = (fs::path(dir) / rng_file(env_.rank)).string();
-  std::vector<torch::Tensor> rng;
-  try {
-    torch::load(rng, path);
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("cannot load checkpoint {}: {}: {}", dir, path, e.what_without_backtrace()));
-  }
-  set_rng_states(rng);
+void PhaseClock::end(double& seconds) {
+  if (synchronize_) core::synchronize(device_);
+  const auto now = std::chrono::steady_clock::now();
+  seconds += std::chrono::duration<double>(now - last_).count();
+  last_ = now;
 }
 
 data::Batch Trainer::next_batch() { return synthetic_ ? synthetic_->next() : loader_->next(); }
@@ -492,51 +349,62 @@ data::Batch Trainer::next_batch() { return synthetic_ ? synthetic_->next() : loa
 // fused kernel takes as found_inf, so from that step on no update is applied; the next synced step
 // sees the flag and reports it.
 StepResult Trainer::train_step(bool host_sync) {
-  using Clock = std::chrono::steady_clock;
-  const bool cuda = device_.is_cuda();
-  const bool fp16 = cfg_.train.precision == "fp16";
-  auto phase_end = [&](Clock::time_point start, double& seconds) {
-    if (cuda && sync_timings_) core::synchronize(device_);
-    const auto now = Clock::now();
-    seconds += std::chrono::duration<double>(now - start).count();
-    return now;
-  };
   // Tests only: the allocator's out-of-memory error, as a too-large batch raises it on a device.
   TORCH_CHECK_WITH(OutOfMemoryError, fault_oom_step_ != step_ + 1,
                    "CUDA out of memory. Tried to allocate 2.00 GiB (ROFORMER_FAULT_OOM_AT_STEP)");
   StepResult r;
-  auto t = Clock::now();
+  PhaseClock clock(device_, sync_timings_);
+  const std::vector<data::Batch> micro = step_batches(r);
+  clock.end(r.timings.data);
+  const bool fp16 = cfg_.train.precision == "fp16";
+  r.synced = host_sync || r.stop || (!device_.is_cuda() && !sync_free_on_cpu_) || fp16 || !fused_adamw_;
+  const StepSums sums = forward_backward(micro, r, clock);
+  auto grads = unscaled_gradients();
+  // The global gradient norm (after unscaling for fp16); clipping follows in the update.
+  torch::Tensor norm = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
+  if (r.synced)
+    update_synced(grads, norm, sums, r);
+  else
+    update_unsynced(grads, norm);
+  clock.end(r.timings.optimizer);
+  return r;
+}
+
+// The step's micro-batches, their token counts and the stop request. Data parallel, before any
+// backward: the loss is normalized by the predicted tokens of every rank and micro-batch, and every
+// rank learns whether any rank was asked to stop (so all save together).
+std::vector<data::Batch> Trainer::step_batches(StepResult& r) {
   std::vector<data::Batch> micro;
-  int64_t n_pred = 0;
   for (int64_t i = 0; i < cfg_.train.grad_accum; ++i) {
     micro.push_back(next_batch());
-    n_pred += micro.back().pred_positions.numel();
+    r.n_pred += micro.back().pred_positions.numel();
     r.tokens += micro.back().num_tokens;
   }
-  t = phase_end(t, r.timings.data);
   r.stop = stop_requested();
-  const bool distributed = world_size() > 1;
-  if (distributed) {
-    // Before any backward: the loss is normalized by the predicted tokens of every rank and
-    // micro-batch, and every rank learns whether any rank was asked to stop (so all save together).
-    auto counts = torch::tensor({static_cast<double>(n_pred), static_cast<double>(r.tokens), r.stop ? 1.0 : 0.0},
+  if (world_size() > 1) {
+    auto counts = torch::tensor({static_cast<double>(r.n_pred), static_cast<double>(r.tokens), r.stop ? 1.0 : 0.0},
                                 torch::kFloat64).to(group_->device());
     group_->all_reduce_sum(counts, "step token counts");
     counts = counts.cpu();
-    n_pred = static_cast<int64_t>(counts[0].item<double>());
+    r.n_pred = static_cast<int64_t>(counts[0].item<double>());
     r.tokens = static_cast<int64_t>(counts[1].item<double>());
     r.stop = counts[2].item<double>() > 0;
   }
-  r.n_pred = n_pred;
-  r.synced = host_sync || r.stop || (!cuda && !sync_free_on_cpu_) || fp16 || !fused_adamw_;
-  const double scale = fp16 ? loss_scale_ : 1.0;
-  // The loss is the sum over every predicted token of the step divided by their total count, so
-  // accumulation over micro-batches equals one large batch.
-  const double inv_pred = n_pred > 0 ? 1.0 / static_cast<double>(n_pred) : 0.0;
+  return micro;
+}
+
+// Forward and backward of every micro-batch. The loss is the sum over every predicted token of the
+// step divided by their total count (r.n_pred), so accumulation equals one large batch; fp16
+// scales it by the loss scale. Returns the summed loss and correct predictions (on the device).
+Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock) {
+  const bool cuda = device_.is_cuda();
+  const double scale = cfg_.train.precision == "fp16" ? loss_scale_ : 1.0;
+  const double inv_pred = r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0;
   auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
-  torch::Tensor loss_sum = torch::zeros({}, acc_opts), correct = torch::zeros({}, acc_opts);
+  StepSums sums{torch::zeros({}, acc_opts), torch::zeros({}, acc_opts)};
   for (size_t i = 0; i < micro.size(); ++i) {
-    auto& b = micro[i];
+    const auto& b = micro[i];
     // Data parallel: only the last micro-batch's backward all-reduces (its hooks start the buckets).
     if (reducer_) reducer_->set_sync(i + 1 == micro.size());
     if (b.pred_positions.numel() == 0) continue;
@@ -555,47 +423,58 @@ StepResult Trainer::train_step(bool host_sync) {
     }
     auto ce = torch::nn::functional::cross_entropy(
         logits.to(torch::kFloat32), labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    t = phase_end(t, r.timings.forward);
+    clock.end(r.timings.forward);
     (ce * (inv_pred * scale)).backward();
-    loss_sum += ce.detach().to(torch::kFloat64);
-    correct += logits.detach().argmax(-1).eq(labels).sum().to(torch::kFloat64);
-    t = phase_end(t, r.timings.backward);
+    sums.loss += ce.detach().to(torch::kFloat64);
+    sums.correct += logits.detach().argmax(-1).eq(labels).sum().to(torch::kFloat64);
+    clock.end(r.timings.backward);
   }
   if (reducer_) reducer_->finish();  // .grad now holds the sum over ranks, identical on every rank
-  // Global gradient norm (after unscaling for fp16), then clipping.
+  return sums;
+}
+
+// The defined gradients, unscaled for fp16 (and, for the tests, one made non-finite on request).
+std::vector<torch::Tensor> Trainer::unscaled_gradients() {
   std::vector<torch::Tensor> grads;
   for (auto& p : params_)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (fp16)
-    for (auto& g : grads) g.mul_(1.0 / scale);
+  if (cfg_.train.precision == "fp16")
+    for (auto& g : grads) g.mul_(1.0 / loss_scale_);
   // Fault injection for the tests (tests/gpu): a non-finite gradient at one step (fp16: an overflow).
   if (!grads.empty() && fault_nonfinite_step_ == step_ + 1) grads.front().fill_(INFINITY);
-  torch::Tensor norm = torch::zeros({}, acc_opts.dtype(torch::kFloat32));
-  if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
-  if (!r.synced) {
-    auto bad = norm.isfinite().logical_not().to(torch::kFloat32);
-    nonfinite_ = nonfinite_.defined() ? torch::maximum(nonfinite_, bad) : bad;
-    if (cfg_.optimizer.grad_clip > 0 && !grads.empty())
-      torch::_foreach_mul_(grads, (cfg_.optimizer.grad_clip / (norm + 1e-6)).clamp_max(1.0));
-    optimizer_step(schedule_->lr(step_), nonfinite_);
-    optimizer_->zero_grad(true);
-    phase_end(t, r.timings.optimizer);
-    return r;
+  return grads;
+}
+
+// The sync-free exit: nothing is read back. The clip coefficient is applied on the device and a
+// non-finite norm sets the sticky flag, which the fused kernel takes as found_inf.
+void Trainer::update_unsynced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm) {
+  auto bad = norm.isfinite().logical_not().to(torch::kFloat32);
+  nonfinite_ = nonfinite_.defined() ? torch::maximum(nonfinite_, bad) : bad;
+  if (cfg_.optimizer.grad_clip > 0 && !grads.empty())
+    torch::_foreach_mul_(grads, (cfg_.optimizer.grad_clip / (norm + 1e-6)).clamp_max(1.0));
+  optimizer_step(schedule_->lr(step_), nonfinite_);
+  optimizer_->zero_grad(true);
+}
+
+// The synced exit: one read-back of the norm, loss and accuracy (of the global batch), then a
+// non-finite step is skipped (fp16: halve the loss scale) or the gradients are clipped and applied.
+void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm, StepSums sums,
+                            StepResult& r) {
+  if (world_size() > 1) {  // loss and accuracy of the global batch
+    auto both = torch::stack({sums.loss, sums.correct});
+    group_->all_reduce_sum(both, "step loss");
+    sums = {both[0], both[1]};
   }
-  if (distributed) {  // loss and accuracy of the global batch
-    auto sums = torch::stack({loss_sum, correct});
-    group_->all_reduce_sum(sums, "step loss");
-    loss_sum = sums[0];
-    correct = sums[1];
-  }
+  const double inv_pred = r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0;
   r.grad_norm = norm.item<double>();  // the one host sync of a synced step
-  r.loss = loss_sum.item<double>() * inv_pred;
-  r.accuracy = correct.item<double>() * inv_pred;
+  r.loss = sums.loss.item<double>() * inv_pred;
+  r.accuracy = sums.correct.item<double>() * inv_pred;
   r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
   if (nonfinite_.defined() && nonfinite_.item<float>() != 0.0f) {  // set by an earlier unsynced step
     r.finite = false;
     r.nonfinite_earlier = true;
   }
+  const bool fp16 = cfg_.train.precision == "fp16";
   if (!r.finite) {
     optimizer_->zero_grad(true);
     if (fp16) {  // dynamic loss scaling: skip the step, halve the scale
@@ -603,18 +482,13 @@ StepResult Trainer::train_step(bool host_sync) {
       loss_scale_ = std::max(1.0, loss_scale_ * 0.5);
       good_steps_ = 0;
     }
-    phase_end(t, r.timings.optimizer);
-    return r;
+    return;
   }
-  if (cfg_.optimizer.grad_clip > 0 && r.grad_norm > cfg_.optimizer.grad_clip) {
-    const double coef = cfg_.optimizer.grad_clip / (r.grad_norm + 1e-6);
-    torch::_foreach_mul_(grads, coef);
-  }
+  if (cfg_.optimizer.grad_clip > 0 && r.grad_norm > cfg_.optimizer.grad_clip)
+    torch::_foreach_mul_(grads, cfg_.optimizer.grad_clip / (r.grad_norm + 1e-6));
   optimizer_step(schedule_->lr(step_), torch::Tensor());
   optimizer_->zero_grad(true);
   if (fp16 && ++good_steps_ % 2000 == 0) loss_scale_ *= 2.0;
-  phase_end(t, r.timings.optimizer);
-  return r;
 }
 
 // Data parallel: each rank evaluates every W-th batch of the fixed validation set and the sums are
@@ -738,7 +612,9 @@ void Trainer::check_ranks_start_alike() {
                             dist::format_ranks(differ), resume_dir_.empty() ? "nothing" : resume_dir_));
 }
 
-int Trainer::run() {
+// Everything before the first step: launcher environment, device, run directory, process group,
+// data (rank 0 first), model and optimizer, then the checkpoint or the --init-from weights.
+void Trainer::start_run() {
   env_ = dist::detect_dist_env();
   set_log_rank(env_.rank);
   setup_device();  // first: a device that does not exist leaves no run directory behind
@@ -754,6 +630,7 @@ int Trainer::run() {
     setup_data();  // ... the other ranks then find them there
   }
   setup_model_and_optimizer();
+  checkpointer_ = std::make_unique<Checkpointer>(ckpt_dir_, cfg_.checkpoint.keep_last, *group_, env_.rank, world_size());
   if (init_) load_init_weights(*init_, *model_);
   if (world_size() > 1) {
     dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
@@ -779,105 +656,47 @@ int Trainer::run() {
     spdlog::info("new run from the weights of {} {} (fresh optimizer and schedule)", init_->kind, init_->dir);
     run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
   }
+}
 
-  const int64_t total = cfg_.train.steps;
-  const int64_t per_step = global_batch();
-  spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es){}) | {} "
-               "training sequences per epoch",
-               total, step_, per_step, cfg_.data.max_seq_len, cfg_.train.grad_accum,
-               world_size() > 1 ? fmt::format(" of {} on each of {} ranks", cfg_.train.batch_size, world_size()) : "",
-               loader_->sequences_per_epoch());
-  install_stop_handlers();
-  ProgressReporter progress(main_rank() ? cfg_.logging.progress : "plain");  // other ranks: info lines are off
-  double window_seconds = 0, ema_step_s = 0;
-  int64_t window_tokens = 0, window_steps = 0;
-  double window_loss = 0, window_acc = 0;
-  int64_t window_synced = 0;
-  double last_loss = 0, last_acc = 0, last_grad_norm = 0;
-  int64_t last_synced_step = step_;  // a non-finite value found later arose after this step
-  auto due = [&](int64_t every, int64_t step) { return (every > 0 && step % every == 0) || step == total; };
-  while (step_ < total) {
-    const auto t0 = std::chrono::steady_clock::now();
-    // Steps whose values are logged, evaluated after or checkpointed read them back (CPU: every step);
-    // so does a step during which a stop was requested. The same decision on every rank.
-    const int64_t next = step_ + 1;
-    StepResult r = train_step(due(cfg_.logging.every, next) || due(cfg_.eval.every, next) ||
-                              due(cfg_.checkpoint.every, next));
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // Nothing is saved: weights that already gave a non-finite value (or were blown up by a huge
-    // learning rate) would fail again on resume. The advice names a checkpoint from before the failure.
-    if (!r.finite && !r.skipped && r.nonfinite_earlier) {
-      progress.clear();
-      // The first possibly bad step started from the state saved at last_synced_step, so only a
-      // checkpoint from before that one can be resumed without replaying the failure.
-      throw Error(fmt::format("non-finite loss or gradient norm between steps {} and {} (found at step {}; updates "
-                              "stopped at the first one). {}", last_synced_step + 1, step_ + 1, step_ + 1,
-                              nonfinite_resume_advice(ckpt_dir_, run_dir_, last_synced_step - 1)));
-    }
-    if (!r.finite && !r.skipped) {
-      progress.clear();
-      throw Error(fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}. {}", r.loss, r.grad_norm,
-                              step_ + 1, nonfinite_resume_advice(ckpt_dir_, run_dir_, step_ - 1)));
-    }
-    if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", step_ + 1, loss_scale_);
-    ++step_;
-    tokens_seen_ += r.tokens;
-    window_seconds += dt;
-    window_tokens += r.tokens;
-    if (r.synced) {
-      last_synced_step = step_;  // the last step whose values were read back (and were finite)
-      window_loss += r.loss;
-      window_acc += r.accuracy;
-      ++window_synced;
-      last_loss = r.loss, last_acc = r.accuracy, last_grad_norm = r.grad_norm;
-    }
-    ++window_steps;
-    ema_step_s = ema_step_s == 0 ? dt : 0.9 * ema_step_s + 0.1 * dt;
-    ProgressStats ps;
-    ps.step = step_;
-    ps.total = total;
-    ps.loss = last_loss;  // unsynced CUDA steps show the last values read back
-    ps.accuracy = last_acc;
-    ps.lr = schedule_->lr(step_ - 1);
-    ps.grad_norm = last_grad_norm;
-    ps.tokens_per_s = window_seconds > 0 ? window_tokens / window_seconds : 0;
-    ps.ms_per_step = 1000.0 * window_seconds / window_steps;
-    ps.eta_s = ema_step_s * static_cast<double>(total - step_);
-    progress.update(ps);
-    if (step_ % cfg_.logging.every == 0 || step_ == total) {
-      // Mean over the window's synced steps: every step on the CPU, the logging step itself on CUDA.
-      ps.loss = window_loss / static_cast<double>(std::max<int64_t>(window_synced, 1));
-      ps.accuracy = window_acc / static_cast<double>(std::max<int64_t>(window_synced, 1));
-      progress.log_line(ps);
-      if (main_rank()) metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
-                      {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
-                      {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step},
-                      {"tokens_seen", tokens_seen_}, {"data_wait_s", r.timings.data}});
-      window_seconds = 0, window_tokens = 0, window_steps = 0, window_loss = 0, window_acc = 0, window_synced = 0;
-    }
-    if ((cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) || step_ == total) {
-      progress.clear();
-      run_eval();
-    }
-    if ((cfg_.checkpoint.every > 0 && step_ % cfg_.checkpoint.every == 0) || step_ == total) {
-      progress.clear();
-      save_checkpoint(step_ == total ? "end of training" : "periodic");
-    }
-    // Distributed, r.stop is the ranks' agreed decision (a signal after the step's start waits a step).
-    if (r.stop || (world_size() == 1 && stop_requested())) {
-      progress.clear();
-      const std::string why = stop_signal() != 0 ? fmt::format("signal {}", stop_signal()) : "a signal to another rank";
-      save_checkpoint(why);
-      if (world_size() > 1)
-        spdlog::info("stopped by {} at step {}/{}. Resume by launching the same {} processes with: roformer train "
-                     "--run-dir {} --resume auto", why, step_, total, world_size(), run_dir_);
-      else
-        spdlog::info("stopped by {} at step {}/{}. Resume with: roformer train --run-dir {} --resume auto", why, step_,
-                     total, run_dir_);
-      return 0;
-    }
-  }
-  progress.clear();
+// A non-finite loss or gradient norm ends the run without saving: weights that already gave one
+// (or were blown up by a huge learning rate) would fail again on resume. The advice names a
+// checkpoint from before the failure. last_synced: the last step whose values were read back.
+void Trainer::check_finite(const StepResult& r, int64_t last_synced) const {
+  if (r.finite || r.skipped) return;
+  if (r.nonfinite_earlier)  // set by an unsynced step after last_synced, which started from its state
+    throw Error(fmt::format("non-finite loss or gradient norm between steps {} and {} (found at step {}; updates "
+                            "stopped at the first one). {}", last_synced + 1, step_ + 1, step_ + 1,
+                            nonfinite_resume_advice(ckpt_dir_, run_dir_, last_synced - 1)));
+  throw Error(fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}. {}", r.loss, r.grad_norm, step_ + 1,
+                          nonfinite_resume_advice(ckpt_dir_, run_dir_, step_ - 1)));
+}
+
+// The logging step: the log line (window means) and the metrics.jsonl record.
+void Trainer::log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress) {
+  const ProgressStats ps = window.close(step_, cfg_.train.steps, schedule_->lr(step_ - 1));
+  progress.log_line(ps);
+  if (main_rank())
+    metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
+                    {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
+                    {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step}, {"tokens_seen", tokens_seen_},
+                    {"data_wait_s", r.timings.data}});
+}
+
+// A stop signal (SIGINT/SIGTERM): save and say how to resume. Distributed, r.stop is the ranks'
+// agreed decision (a signal after the step's start waits a step). Returns whether the run stops.
+bool Trainer::stop_if_asked(const StepResult& r) {
+  if (!r.stop && !(world_size() == 1 && stop_requested())) return false;
+  const std::string why = stop_signal() != 0 ? fmt::format("signal {}", stop_signal()) : "a signal to another rank";
+  save_checkpoint(why);
+  const std::string launch =
+      world_size() > 1 ? fmt::format("launching the same {} processes with: roformer train", world_size())
+                       : "roformer train";
+  spdlog::info("stopped by {} at step {}/{}. Resume {}{} --run-dir {} --resume auto", why, step_, cfg_.train.steps,
+               world_size() > 1 ? "by " : "with: ", launch, run_dir_);
+  return true;
+}
+
+void Trainer::report_done() const {
   if (last_eval_)
     spdlog::info("done: {} steps, {} tokens | validation MLM accuracy {:.4f} (loss {:.4f}, perplexity {:.2f})",
                  step_, tokens_seen_, last_eval_->accuracy, last_eval_->loss, last_eval_->perplexity);
@@ -886,6 +705,41 @@ int Trainer::run() {
                  eval_batches_.empty() ? "no validation data configured"
                                        : "nothing left to train, so no evaluation ran; metrics.jsonl has the last one");
   spdlog::info("final checkpoint: {}", (fs::path(ckpt_dir_) / checkpoint_name(step_)).string());
+}
+
+int Trainer::run() {
+  start_run();
+  const Cadence cadence = Cadence::from(cfg_);
+  spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es){}) | {} "
+               "training sequences per epoch",
+               cadence.total, step_, global_batch(), cfg_.data.max_seq_len, cfg_.train.grad_accum,
+               world_size() > 1 ? fmt::format(" of {} on each of {} ranks", cfg_.train.batch_size, world_size()) : "",
+               loader_->sequences_per_epoch());
+  install_stop_handlers();
+  ProgressReporter progress(main_rank() ? cfg_.logging.progress : "plain");  // other ranks: info lines are off
+  MetricsWindow window;
+  int64_t last_synced = step_;  // a non-finite value found later arose after this step
+  while (step_ < cadence.total) {
+    const auto t0 = std::chrono::steady_clock::now();
+    // The same decision on every rank; a step during which a stop was requested syncs as well.
+    const StepResult r = train_step(cadence.syncs(step_ + 1));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.finite && !r.skipped) progress.clear();
+    check_finite(r, last_synced);
+    if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", step_ + 1, loss_scale_);
+    ++step_;
+    tokens_seen_ += r.tokens;
+    if (r.synced) last_synced = step_;
+    window.add({seconds, r.tokens, r.synced, r.loss, r.accuracy, r.grad_norm});
+    progress.update(window.live(step_, cadence.total, schedule_->lr(step_ - 1)));
+    if (cadence.logs(step_)) log_step(r, window, progress);
+    if (cadence.evaluates(step_) || cadence.saves(step_) || r.stop || stop_requested()) progress.clear();
+    if (cadence.evaluates(step_)) run_eval();
+    if (cadence.saves(step_)) save_checkpoint(step_ == cadence.total ? "end of training" : "periodic");
+    if (stop_if_asked(r)) return 0;
+  }
+  progress.clear();
+  report_done();
   return 0;
 }
 
@@ -920,7 +774,7 @@ int run_training(const TrainRequest& request) {
   if (run_dir.empty() && request.resume == "auto")
     throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
   if (run_dir.empty() && verify_checkpoint(request.resume).ok)
-    run_dir = config::parse_config(core::read_file((fs::path(request.resume) / "config.yaml").string()), {},
+    run_dir = config::parse_config(core::read_file((fs::path(request.resume) / files::kConfig).string()), {},
                                    request.resume + "/config.yaml").train.run_dir;
   // One process per run directory (rank 0 holds the lock for a data-parallel run), then the
   // checkpoint to start from: docs/training.md "Run directories".
@@ -933,41 +787,18 @@ int run_training(const TrainRequest& request) {
   const CheckpointPlan plan = plan_checkpoint(run_dir, choice);
   const std::string& resume_dir = plan.resume;
   if (!resume_dir.empty()) {
-    ckpt_cfg = config::parse_config(core::read_file((fs::path(resume_dir) / "config.yaml").string()), {},
+    ckpt_cfg = config::parse_config(core::read_file((fs::path(resume_dir) / files::kConfig).string()), {},
                                     resume_dir + "/config.yaml");
     if (request.config_path.empty()) {
       cfg = config::parse_config(config::to_yaml(*ckpt_cfg), request.overrides, resume_dir + "/config.yaml");
       origin = resume_dir + "/config.yaml";
     }
-    // Refuse changes that alter the model or the data; apply the harmless ones.
-    auto before = flatten(*ckpt_cfg), after = flatten(cfg);
-    std::vector<std::string> refused, applied, rescued;
-    auto matches = [](const std::string& key, const std::vector<std::string>& prefixes) {
-      for (const auto& p : prefixes)
-        if (key.rfind(p, 0) == 0) return true;
-      return false;
-    };
-    for (const auto& [key, value] : after) {
-      if (before[key] == value) continue;
-      const std::string change = fmt::format("{}: {} -> {}", key, before[key], value);
-      if (matches(key, kResumableKeyPrefixes)) applied.push_back(change);
-      else if (matches(key, kRescueKeyPrefixes)) rescued.push_back(change);
-      else refused.push_back(change);
-    }
-    for (const auto& r : rescued)
-      spdlog::warn("resume: applying {}; the run is no longer an exact continuation of the original", r);
-    if (!refused.empty()) {
-      std::string list;
-      for (const auto& r : refused) list += "\n  " + r;
-      throw Error(fmt::format("cannot resume from {}: the config changes the model or the data:{}\nRevert these "
-                              "keys, or start a new run in another --run-dir", resume_dir, list));
-    }
-    for (const auto& a : applied) spdlog::info("resume: applying config change {}", a);
+    check_resume_changes(*ckpt_cfg, cfg, resume_dir);  // refuses model or data changes
   }
   cfg.train.run_dir = run_dir;
   config::validate(cfg);
   if (!resume_dir.empty()) {  // a checkpoint past train.steps would otherwise end in a false "done"
-    const std::string state_path = (fs::path(resume_dir) / "trainer_state.json").string();
+    const std::string state_path = (fs::path(resume_dir) / files::kTrainerState).string();
     const int64_t saved_step = parse_trainer_state(core::read_file(state_path), state_path).step;
     if (saved_step > cfg.train.steps)
       throw Error(fmt::format("checkpoint {} is at step {}, beyond train.steps = {}: there is nothing to train. "

@@ -34,6 +34,24 @@ int64_t count_field(const json& object, const char* name, const std::string& whe
 
 }  // namespace
 
+std::string trainer_state_json(const TrainerState& s) {
+  json state = {{"step", s.step},
+                {"tokens_seen", s.tokens_seen},
+                {"loader", {{"epoch", s.loader_epoch}, {"position", s.loader_position}}},
+                {"world_size", s.world_size},
+                {"loss_scale", s.loss_scale},
+                {"good_steps", s.good_steps},
+                {"tokenizer_fingerprint", s.tokenizer_fingerprint},
+                {"num_parameters", s.num_parameters},
+                {"reason", s.reason},
+                {"roformer_version", s.roformer_version}};
+  if (s.global_batch_size) state["global_batch_size"] = *s.global_batch_size;
+  if (s.last_eval)
+    state["last_eval"] = {{"loss", s.last_eval->loss}, {"accuracy", s.last_eval->accuracy},
+                          {"top5_accuracy", s.last_eval->top5_accuracy}, {"perplexity", s.last_eval->perplexity}};
+  return state.dump(2) + "\n";
+}
+
 TrainerState parse_trainer_state(const std::string& text, const std::string& origin) {
   json state;
   try {
@@ -61,6 +79,17 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& ori
   if (!state.contains("tokenizer_fingerprint") || !state["tokenizer_fingerprint"].is_string())
     damaged(origin, "tokenizer_fingerprint is missing");
   s.tokenizer_fingerprint = state["tokenizer_fingerprint"].get<std::string>();
+  // For the reader only: taken when present and well-typed.
+  if (state.contains("num_parameters") && state["num_parameters"].is_number_integer())
+    s.num_parameters = state["num_parameters"].get<int64_t>();
+  if (state.contains("reason") && state["reason"].is_string()) s.reason = state["reason"].get<std::string>();
+  if (state.contains("roformer_version") && state["roformer_version"].is_string())
+    s.roformer_version = state["roformer_version"].get<std::string>();
+  if (state.contains("last_eval") && state["last_eval"].is_object()) {
+    const json& e = state["last_eval"];
+    auto number = [&](const char* key) { return e.contains(key) && e[key].is_number() ? e[key].get<double>() : 0.0; };
+    s.last_eval = TrainerState::Eval{number("loss"), number("accuracy"), number("top5_accuracy"), number("perplexity")};
+  }
   return s;
 }
 

@@ -20,7 +20,18 @@ struct TrainerState {
   double loss_scale = 65536.0;
   int64_t good_steps = 0;
   std::string tokenizer_fingerprint;
+  // Written for the reader (inspect, the model card); not needed to resume.
+  int64_t num_parameters = 0;
+  std::string reason;            // "periodic", "end of training", "signal 2", ...
+  std::string roformer_version;
+  struct Eval {
+    double loss = 0, accuracy = 0, top5_accuracy = 0, perplexity = 0;
+  };
+  std::optional<Eval> last_eval;  // the latest evaluation before the save, if any
 };
+
+// The file's text (JSON, two-space indent, a final newline): what parse_trainer_state reads.
+std::string trainer_state_json(const TrainerState& state);
 
 // `origin` (the file's path) prefixes every error. Throws roformer::Error.
 TrainerState parse_trainer_state(const std::string& text, const std::string& origin);

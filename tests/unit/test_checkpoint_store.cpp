@@ -212,3 +212,41 @@ TEST(CheckpointStore, TrainerStateFieldsAreChecked) {
   });
   EXPECT_NE(msg.find("t.json: loss_scale is 0, not a positive number"), std::string::npos) << msg;
 }
+
+// The typed trainer state writes the file it reads: every field survives the round trip, and the
+// text is the JSON the checkpoints have always had (two-space indent, sorted keys, final newline).
+TEST(TrainerState, WrittenStateParsesBackToTheSameFields) {
+  roformer::train::TrainerState s;
+  s.step = 1200;
+  s.tokens_seen = 4915200;
+  s.loader_epoch = 2;
+  s.loader_position = 77;
+  s.world_size = 4;
+  s.global_batch_size = 128;
+  s.loss_scale = 1024.0;
+  s.good_steps = 33;
+  s.tokenizer_fingerprint = "f019c55d26a14507";
+  s.num_parameters = 110257664;
+  s.reason = "periodic";
+  s.roformer_version = "0.1.0";
+  s.last_eval = roformer::train::TrainerState::Eval{2.5, 0.41, 0.6, 12.18};
+  const std::string text = roformer::train::trainer_state_json(s);
+  EXPECT_EQ(text.rfind("{\n  \"global_batch_size\": 128,\n", 0), 0u) << text;
+  EXPECT_EQ(text.back(), '\n');
+  const auto p = roformer::train::parse_trainer_state(text, "state.json");
+  EXPECT_EQ(p.step, s.step);
+  EXPECT_EQ(p.tokens_seen, s.tokens_seen);
+  EXPECT_EQ(p.loader_epoch, s.loader_epoch);
+  EXPECT_EQ(p.loader_position, s.loader_position);
+  EXPECT_EQ(p.world_size, s.world_size);
+  EXPECT_EQ(p.global_batch_size, s.global_batch_size);
+  EXPECT_EQ(p.loss_scale, s.loss_scale);
+  EXPECT_EQ(p.good_steps, s.good_steps);
+  EXPECT_EQ(p.tokenizer_fingerprint, s.tokenizer_fingerprint);
+  EXPECT_EQ(p.num_parameters, s.num_parameters);
+  EXPECT_EQ(p.reason, s.reason);
+  EXPECT_EQ(p.roformer_version, s.roformer_version);
+  ASSERT_TRUE(p.last_eval.has_value());
+  EXPECT_EQ(p.last_eval->accuracy, 0.41);
+  EXPECT_EQ(p.last_eval->perplexity, 12.18);
+}

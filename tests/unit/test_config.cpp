@@ -7,6 +7,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "test_util.h"
+#include "train/resume_policy.h"
 
 using roformer::Error;
 using namespace roformer::config;
@@ -219,4 +220,35 @@ TEST(Config, LeadingCommaIsMalformedNotEmptyAndDoesNotHang) {
   EXPECT_EQ(parse_config("train:\n  steps: 2000\n...\n# the end\n", {}, "end.yaml").train.steps, 2000);
   msg = error_of([] { parse_config("train:\n  steps: 2000\n...\n--- \nmodel:\n  num_layers: 2\n", {}, "m.yaml"); });
   EXPECT_NE(msg.find("m.yaml: line 5: a second YAML document"), std::string::npos) << msg;
+}
+
+// config::diff compares field by field (values, not their text layout): only the changed keys, in
+// table order, with both values as the reference writes them; the resume policy sorts them.
+TEST(Config, DiffListsChangedKeysAndTheResumePolicySortsThem) {
+  const auto a = roformer::config::parse_config("", {});
+  EXPECT_TRUE(roformer::config::diff(a, a).empty());
+  const auto b = roformer::config::parse_config(
+      "", {"model.hidden_size=96", "optimizer.lr=0.5", "logging.every=7", "data.train_files=[x.txt, y.txt]"});
+  const auto changes = roformer::config::diff(a, b);
+  std::vector<std::string> keys;
+  for (const auto& c : changes) keys.push_back(c.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"model.hidden_size", "data.train_files", "optimizer.lr", "logging.every"}));
+  EXPECT_EQ(changes[0].after, "96");
+  EXPECT_EQ(changes[1].after, "[x.txt, y.txt]");
+  const auto sorted = roformer::train::classify_resume_changes(a, b);
+  ASSERT_EQ(sorted.refused.size(), 2u);  // the model and the data
+  EXPECT_EQ(sorted.refused[0].key, "model.hidden_size");
+  ASSERT_EQ(sorted.rescued.size(), 1u);
+  EXPECT_EQ(sorted.rescued[0].key, "optimizer.lr");
+  ASSERT_EQ(sorted.applied.size(), 1u);
+  EXPECT_EQ(sorted.applied[0].key, "logging.every");
+  try {
+    roformer::train::check_resume_changes(a, b, "ck");
+    ADD_FAILURE() << "refused changes must throw";
+  } catch (const roformer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resume from ck: the config changes the model or the data:\n  "
+                                         "model.hidden_size: 768 -> 96\n  data.train_files: "),
+              std::string::npos)
+        << e.what();
+  }
 }

@@ -106,4 +106,6 @@ TEST(TrainStep, NonFiniteSyncFreeStepUpdatesNothingAndIsReportedAtTheNextSync) {
   const auto still = snapshot(*t);
   for (size_t i = 0; i < before.size(); ++i)
     EXPECT_TRUE(torch::equal(before[i].nan_to_num(0), still[i].nan_to_num(0))) << "parameter " << i;
+  // One update was applied (the first step): the count a checkpoint would save says so, not 2.
+  EXPECT_EQ(t->adamw_step_count(), 1);
 }

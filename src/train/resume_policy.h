@@ -1,0 +1,26 @@
+// The resume policy: which differences between a checkpoint's config and the resuming run's are
+// applied, applied with a warning (rescuing a diverged run), or refused (they change the model or
+// the data). docs/training.md "Resuming" lists the keys.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace roformer::train {
+
+struct ResumeChanges {
+  std::vector<config::ConfigChange> applied;  // the run still continues exactly
+  std::vector<config::ConfigChange> rescued;  // allowed; the run is no longer an exact continuation
+  std::vector<config::ConfigChange> refused;  // model or data changes
+};
+
+// The differences (config::diff, field by field), sorted into the three kinds.
+ResumeChanges classify_resume_changes(const config::Config& checkpoint, const config::Config& now);
+
+// Logs the applied and rescued changes; throws roformer::Error listing every refused one and what
+// to do, naming the checkpoint directory.
+void check_resume_changes(const config::Config& checkpoint, const config::Config& now, const std::string& resume_dir);
+
+}  // namespace roformer::train

@@ -1,0 +1,91 @@
+// The code keeps its shape (issue 14): no function in src/ longer than kMaxLines, except the
+// declarative tables listed below. A newcomer reads the trainer as a list of calls; a function that
+// grows past the limit is split where it has parts, not exempted.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kMaxLines = 100;
+// Tables of data written as code (one entry per line), not logic.
+const std::vector<std::string> kTables = {"build_fields"};
+
+struct Function {
+  std::string file, signature;
+  int line = 0, length = 0;
+};
+
+bool top_level_start(const std::string& l) {
+  if (l.empty() || l[0] == ' ' || l[0] == '#' || l[0] == '/' || l[0] == '}' || l[0] == '{') return false;
+  for (const char* skip : {"namespace", "using ", "struct ", "class ", "enum ", "template", "extern", "static_assert"})
+    if (l.rfind(skip, 0) == 0) return false;
+  return l.find('(') != std::string::npos;
+}
+
+// Function definitions at namespace level: a signature starting in column 0 and a body that ends
+// with a "}" in column 0 (the project's clang-format layout).
+std::vector<Function> functions_of(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::vector<Function> out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!top_level_start(lines[i])) continue;
+    size_t open = i;  // the line that opens the body
+    while (open < lines.size() && lines[open].find('{') == std::string::npos && lines[open].find(';') == std::string::npos)
+      ++open;
+    if (open >= lines.size() || lines[open].find('{') == std::string::npos) continue;  // a declaration
+    if (lines[open].back() == '}' || lines[open].find('}') != std::string::npos) continue;  // one-liner
+    size_t close = open + 1;
+    while (close < lines.size() && lines[close] != "}") ++close;
+    if (close >= lines.size()) continue;
+    out.push_back({file.filename().string(), lines[i], static_cast<int>(i + 1), static_cast<int>(close - i + 1)});
+    i = close;
+  }
+  return out;
+}
+
+TEST(Structure, NoFunctionInSrcIsLongerThanTheLimit) {
+  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
+  ASSERT_TRUE(fs::is_directory(src)) << src;
+  int scanned = 0, longest = 0;
+  std::string longest_name;
+  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+    if (entry.path().extension() != ".cpp") continue;
+    for (const auto& f : functions_of(entry.path())) {
+      ++scanned;
+      bool table = false;
+      for (const auto& t : kTables) table = table || f.signature.find(t + "(") != std::string::npos;
+      if (table) continue;
+      if (f.length > longest) longest = f.length, longest_name = f.file + ":" + std::to_string(f.line);
+      EXPECT_LE(f.length, kMaxLines) << f.file << ":" << f.line << " " << f.signature << " has " << f.length
+                                     << " lines: split it into named parts";
+    }
+  }
+  EXPECT_GT(scanned, 200) << "the scanner found too few functions: has the layout changed?";
+  std::cout << scanned << " functions scanned; the longest outside the tables: " << longest << " lines ("
+            << longest_name << ")\n";
+}
+
+// The scanner itself: a long function is caught, declarations and one-liners are not functions.
+TEST(Structure, TheScannerMeasuresFunctions) {
+  roformer::test::TempDir tmp;
+  std::string text = "int declared(int x);\nint one() { return 1; }\nint longer(int a,\n           int b) {\n";
+  for (int i = 0; i < 120; ++i) text += "  a += b;\n";
+  text += "  return a;\n}\n";
+  const std::string path = tmp.str("x.cpp");
+  roformer::test::write_file(path, text);
+  const auto found = functions_of(path);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].line, 3);
+  EXPECT_EQ(found[0].length, 124);  // lines 3 to 126: signature (2), body (121), "}"
+}
+
+}  // namespace
