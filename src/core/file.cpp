@@ -1,6 +1,10 @@
-// Whole-file reads; see file.h.
+// Whole-file reads and atomic writes; see file.h.
 #include "core/file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +20,42 @@ std::string read_file(const std::string& path, const std::string& what) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+namespace {
+
+// Best effort: a file's data, or a directory's entries (the rename), reach the disk.
+void sync_to_disk(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  namespace fs = std::filesystem;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw Error(fmt::format("cannot write '{}' (disk full or no permission?)", tmp));
+    }
+  }
+  sync_to_disk(tmp, false);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(fmt::format("cannot replace '{}': {}", path, ec.message()));
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  sync_to_disk(parent.empty() ? "." : parent.string(), true);
 }
 
 }  // namespace roformer::core

@@ -16,6 +16,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "data/text_reader.h"
 
 namespace roformer::data {
@@ -131,16 +132,6 @@ std::string printable_ascii() {
   std::string chars;
   for (char c = '!'; c <= '~'; ++c) chars += c;
   return chars;
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw Error("cannot write " + tmp + " (disk full or no permission?)");
-  }
-  fs::rename(tmp, path);
 }
 
 }  // namespace
@@ -272,11 +263,11 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
 
   fs::create_directories(options.out_dir);
   const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
-  write_file_atomically(model_path, model);
+  core::write_file_atomic(model_path, model);
   const Tokenizer tok = Tokenizer::load(model_path);
   std::string vocab;
   for (int32_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
-  write_file_atomically((fs::path(options.out_dir) / "tokenizer.vocab").string(), vocab);
+  core::write_file_atomic((fs::path(options.out_dir) / "tokenizer.vocab").string(), vocab);
   spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {})", tok.vocab_size(),
                options.model_type, it.count(), model_path, tok.fingerprint());
   return model_path;

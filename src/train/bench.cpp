@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
@@ -86,7 +87,19 @@ double known_peak_tflops(const std::string& name, const std::string& precision) 
   return 0.0;
 }
 
-int run_train_benchmark(const TrainBenchOptions& o) {
+namespace {
+
+// The measured steps, summed.
+struct Measurement {
+  int64_t tokens = 0, n_pred = 0;
+  double seconds = 0;      // wall clock over all measured steps
+  double min_step = 1e300;  // fastest single step (exact only when every step synchronizes)
+  StepTimings phases;      // summed per phase
+  StepResult last;         // the last step (synchronized: its loss is read back)
+};
+
+// The bench's own flags; the config's are checked by config::validate.
+void check_bench_options(const TrainBenchOptions& o) {
   if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
@@ -94,6 +107,10 @@ int run_train_benchmark(const TrainBenchOptions& o) {
     throw Error(fmt::format("--rotary must be auto, elementwise, fused or matrix, got '{}'", o.rotary));
   if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");
   if (o.profile_steps < 1) throw Error(fmt::format("--profile-steps must be at least 1, got {}", o.profile_steps));
+}
+
+// A trainer for the config with the bench's variant, data (prepared or synthetic) and model ready.
+std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
   config::Config cfg = config::load_config(o.config_path, o.overrides);
   config::validate(cfg);
   setup_logging(cfg.logging.level);
@@ -103,19 +120,24 @@ int run_train_benchmark(const TrainBenchOptions& o) {
   const std::string run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
 
   restrict_attention_kernel(o.attention_kernel);
-  Trainer trainer(cfg, run_dir, "", o.config_path);
-  trainer.setup_device();
-  const bool cuda = trainer.device().is_cuda();
+  auto trainer = std::make_unique<Trainer>(cfg, run_dir, "", o.config_path);
+  trainer->setup_device();
+  const bool cuda = trainer->device().is_cuda();
   if (o.synthetic)
-    trainer.use_synthetic_data(cfg.model.vocab_size);
+    trainer->use_synthetic_data(cfg.model.vocab_size);
   else
-    trainer.setup_data();
-  trainer.set_variant({o.rotary, !o.separate_qkv, !o.separate_bias_add, o.dense_head});
-  trainer.set_sync_timings(cuda && o.breakdown);
-  trainer.setup_model_and_optimizer();
+    trainer->setup_data();
+  trainer->set_variant({o.rotary, !o.separate_qkv, !o.separate_bias_add, o.dense_head});
+  trainer->set_sync_timings(cuda && o.breakdown);
+  trainer->setup_model_and_optimizer();
+  return trainer;
+}
 
+// Warm-up steps, then the measured steps on the clock.
+Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
+  const bool cuda = trainer.device().is_cuda();
   spdlog::info("bench: {} warm-up + {} measured steps on {} ({}, {} data)", o.warmup, o.steps,
-               trainer.device().str(), cfg.train.precision, o.synthetic ? "synthetic" : "prepared");
+               trainer.device().str(), trainer.config().train.precision, o.synthetic ? "synthetic" : "prepared");
   for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/true);
   if (cuda) {
     core::synchronize(trainer.device());
@@ -123,60 +145,45 @@ int run_train_benchmark(const TrainBenchOptions& o) {
   }
 
   using Clock = std::chrono::steady_clock;
-  StepTimings phases;
-  int64_t tokens = 0, n_pred = 0;
-  double min_step = 1e300;
-  StepResult last;
+  Measurement m;
   const auto start = Clock::now();
   for (int64_t i = 0; i < o.steps; ++i) {
     const auto t0 = Clock::now();
     // The last step reads its values back, so a non-finite run is reported and the clock stops
     // after the device is done.
-    last = trainer.train_step(/*host_sync=*/i + 1 == o.steps);
-    min_step = std::min(min_step, std::chrono::duration<double>(Clock::now() - t0).count());
-    tokens += last.tokens;
-    n_pred += last.n_pred;
-    phases.data += last.timings.data;
-    phases.forward += last.timings.forward;
-    phases.backward += last.timings.backward;
-    phases.optimizer += last.timings.optimizer;
+    m.last = trainer.train_step(/*host_sync=*/i + 1 == o.steps);
+    m.min_step = std::min(m.min_step, std::chrono::duration<double>(Clock::now() - t0).count());
+    m.tokens += m.last.tokens;
+    m.n_pred += m.last.n_pred;
+    m.phases.data += m.last.timings.data;
+    m.phases.forward += m.last.timings.forward;
+    m.phases.backward += m.last.timings.backward;
+    m.phases.optimizer += m.last.timings.optimizer;
   }
   if (cuda) core::synchronize(trainer.device());
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!last.finite) throw Error(fmt::format("bench: non-finite loss ({}) or gradient norm ({})", last.loss, last.grad_norm));
+  m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!m.last.finite)
+    throw Error(fmt::format("bench: non-finite loss ({}) or gradient norm ({})", m.last.loss, m.last.grad_norm));
+  return m;
+}
 
+// Peak memory since the warm-up: the CUDA allocator's peak, or the process's peak RSS on the CPU.
+std::pair<int64_t, std::string> peak_memory(const Trainer& trainer) {
+  if (trainer.device().is_cuda()) {
+    const int64_t bytes = at::accelerator::getDeviceStats(trainer.device().index())
+                              .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                              .peak;
+    return {bytes, "CUDA allocator peak allocated"};
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return {static_cast<int64_t>(usage.ru_maxrss) * 1024, "process peak RSS"};  // KiB on Linux
+}
+
+// The attention kernel of the measured batches: q/k/v in the autocast dtype, padded only with
+// per-document packing of real data (the loader leaves full and synthetic batches unpadded).
+std::string attention_kernel_used(Trainer& trainer, const TrainBenchOptions& o) {
   const auto& c = trainer.config();
-  const int64_t sequences = c.train.batch_size * c.train.grad_accum;
-  const double mean_pred = static_cast<double>(n_pred) / static_cast<double>(o.steps);
-  const auto model_opts = trainer.model()->options();
-  // The dense head runs the decoder at every position: count it at B*T rows.
-  const double flops = model::mlm_train_flops_per_step(
-      model_opts, sequences, c.data.max_seq_len,
-      o.dense_head ? sequences * c.data.max_seq_len : static_cast<int64_t>(std::llround(mean_pred)));
-  const double step_s = seconds / static_cast<double>(o.steps);
-  const double tflops = flops / step_s / 1e12;
-  const std::string device_name = core::device_name(trainer.device());  // the device used, not device 0
-  double peak = o.peak_tflops;
-  std::string peak_source = peak > 0 ? "--peak-tflops" : "";
-  if (peak <= 0 && cuda) {
-    peak = known_peak_tflops(device_name, c.train.precision);
-    if (peak > 0) peak_source = "known peak of " + device_name;
-  }
-  int64_t peak_bytes = 0;
-  std::string memory_kind;
-  if (cuda) {
-    peak_bytes = at::accelerator::getDeviceStats(trainer.device().index())
-                     .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-                     .peak;
-    memory_kind = "CUDA allocator peak allocated";
-  } else {
-    struct rusage usage {};
-    getrusage(RUSAGE_SELF, &usage);
-    peak_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
-    memory_kind = "process peak RSS";
-  }
-  // The attention kernel of the measured batches: q/k/v in the autocast dtype, padded only with
-  // per-document packing of real data (the loader leaves full and synthetic batches unpadded).
   const auto qkv_dtype = c.train.precision == "bf16"   ? torch::kBFloat16
                          : c.train.precision == "fp16" ? torch::kHalf
                                                        : torch::kFloat32;
@@ -184,6 +191,30 @@ int run_train_benchmark(const TrainBenchOptions& o) {
   if (!o.synthetic && c.data.packing == "document")
     attention += " (padded batches: " +
                  trainer.model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, true) + ")";
+  return attention;
+}
+
+// The record of `--json` (and the figures of the table). Sets *peak_source to where the peak
+// TFLOP/s came from (empty when none is known).
+json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measurement& m, std::string* peak_source) {
+  const auto& c = trainer.config();
+  const bool cuda = trainer.device().is_cuda();
+  const int64_t sequences = c.train.batch_size * c.train.grad_accum;
+  const double mean_pred = static_cast<double>(m.n_pred) / static_cast<double>(o.steps);
+  // The dense head runs the decoder at every position: count it at B*T rows.
+  const double flops = model::mlm_train_flops_per_step(
+      trainer.model()->options(), sequences, c.data.max_seq_len,
+      o.dense_head ? sequences * c.data.max_seq_len : static_cast<int64_t>(std::llround(mean_pred)));
+  const double step_s = m.seconds / static_cast<double>(o.steps);
+  const double tflops = flops / step_s / 1e12;
+  const std::string device_name = core::device_name(trainer.device());  // the device used, not device 0
+  double peak = o.peak_tflops;
+  *peak_source = peak > 0 ? "--peak-tflops" : "";
+  if (peak <= 0 && cuda) {
+    peak = known_peak_tflops(device_name, c.train.precision);
+    if (peak > 0) *peak_source = "known peak of " + device_name;
+  }
+  const auto [peak_bytes, memory_kind] = peak_memory(trainer);
   // Per-step times (min, phase breakdown) are exact only when every step ends synchronized.
   const bool per_step_valid = !cuda || o.breakdown;
 
@@ -196,7 +227,7 @@ int run_train_benchmark(const TrainBenchOptions& o) {
               {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
               {"head", o.dense_head ? "dense" : "sparse"},
               {"fused_adamw", trainer.uses_fused_adamw()},
-              {"attention_backend", attention},
+              {"attention_backend", attention_kernel_used(trainer, o)},
               {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
               {"batch_size", c.train.batch_size},
               {"grad_accum", c.train.grad_accum},
@@ -204,11 +235,11 @@ int run_train_benchmark(const TrainBenchOptions& o) {
               {"num_parameters", trainer.model()->num_parameters()},
               {"warmup", o.warmup},
               {"steps", o.steps},
-              {"seconds", seconds},
-              {"tokens", tokens},
-              {"tokens_per_s", static_cast<double>(tokens) / seconds},
+              {"seconds", m.seconds},
+              {"tokens", m.tokens},
+              {"tokens_per_s", static_cast<double>(m.tokens) / m.seconds},
               {"ms_per_step_mean", 1000.0 * step_s},
-              {"ms_per_step_min", per_step_valid ? json(1000.0 * min_step) : json(nullptr)},
+              {"ms_per_step_min", per_step_valid ? json(1000.0 * m.min_step) : json(nullptr)},
               {"n_pred_per_step", mean_pred},
               {"flops_per_step", flops},
               {"achieved_tflops", tflops},
@@ -216,52 +247,71 @@ int run_train_benchmark(const TrainBenchOptions& o) {
               {"mfu", peak > 0 ? json(tflops / peak) : json(nullptr)},
               {"peak_memory_bytes", peak_bytes},
               {"peak_memory_kind", memory_kind},
-              {"final_loss", last.loss}};
+              {"final_loss", m.last.loss}};
   const double n = static_cast<double>(o.steps);
   if (per_step_valid)
-    rec["breakdown_ms"] = {{"data", 1000.0 * phases.data / n},
-                           {"forward", 1000.0 * phases.forward / n},
-                           {"backward", 1000.0 * phases.backward / n},
-                           {"optimizer", 1000.0 * phases.optimizer / n}};
+    rec["breakdown_ms"] = {{"data", 1000.0 * m.phases.data / n},
+                           {"forward", 1000.0 * m.phases.forward / n},
+                           {"backward", 1000.0 * m.phases.backward / n},
+                           {"optimizer", 1000.0 * m.phases.optimizer / n}};
   else
     rec["breakdown_ms"] = nullptr;
   rec["breakdown_synchronized"] = cuda && o.breakdown;
+  return rec;
+}
 
-  if (!o.profile.empty()) profile_steps(trainer, o.profile_steps, o.profile);
+// The human-readable report: a header and a markdown table of the record's figures.
+void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const std::string& peak_source) {
+  const std::string device_name = rec["device_name"].get<std::string>();
+  std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}\n",
+                           device_name == "cpu" ? fmt::format("cpu ({} threads)", torch::get_num_threads()) : device_name,
+                           rec["precision"].get<std::string>(), rec["data"].get<std::string>(),
+                           rec["rotary"].get<std::string>() + (rec["qkv"] == "fused" ? ", fused QKV" : ""),
+                           rec["head"].get<std::string>(), rec["fused_adamw"].get<bool>() ? "fused" : "portable");
+  std::cout << fmt::format("{} x {} sequences x {} tokens per step, {} parameters, {} warm-up + {} measured steps\n\n",
+                           rec["grad_accum"].get<int64_t>(), rec["batch_size"].get<int64_t>(), rec["seq_len"].get<int64_t>(),
+                           rec["num_parameters"].get<int64_t>(), o.warmup, o.steps);
+  std::cout << "| metric | value |\n|---|---:|\n";
+  std::cout << fmt::format("| tokens/s | {:.0f} |\n", rec["tokens_per_s"].get<double>());
+  std::cout << fmt::format("| ms/step (mean) | {:.2f} |\n", rec["ms_per_step_mean"].get<double>());
+  if (!rec["ms_per_step_min"].is_null()) std::cout << fmt::format("| ms/step (min) | {:.2f} |\n", rec["ms_per_step_min"].get<double>());
+  if (const json& b = rec["breakdown_ms"]; !b.is_null()) {
+    const char* note = cuda ? " (synchronized)" : "";
+    std::cout << fmt::format("| data wait ms/step{} | {:.2f} |\n", note, b["data"].get<double>());
+    std::cout << fmt::format("| forward + loss ms/step{} | {:.2f} |\n", note, b["forward"].get<double>());
+    std::cout << fmt::format("| backward ms/step{} | {:.2f} |\n", note, b["backward"].get<double>());
+    std::cout << fmt::format("| optimizer ms/step{} | {:.2f} |\n", note, b["optimizer"].get<double>());
+  }
+  std::cout << fmt::format("| attention kernel | {} |\n", rec["attention_backend"].get<std::string>());
+  std::cout << fmt::format("| model FLOPs/step | {:.4g} |\n", rec["flops_per_step"].get<double>());
+  const double tflops = rec["achieved_tflops"].get<double>();
+  std::cout << fmt::format("| achieved TFLOP/s | {:.3f} |\n", tflops);
+  if (!rec["peak_tflops"].is_null()) {
+    const double peak = rec["peak_tflops"].get<double>();
+    std::cout << fmt::format("| MFU (peak {:.1f} TFLOP/s, {}) | {:.1f}% |\n", peak, peak_source, 100.0 * tflops / peak);
+  }
+  std::cout << fmt::format("| peak memory ({}) | {:.1f} MiB |\n", rec["peak_memory_kind"].get<std::string>(),
+                           static_cast<double>(rec["peak_memory_bytes"].get<int64_t>()) / 1048576.0);
+  std::cout << fmt::format("| final loss | {:.4f} |\n", rec["final_loss"].get<double>());
+  if (cuda && !o.breakdown)
+    std::cout << "\n(CUDA: steps run without host sync; --breakdown synchronizes between phases to time them, "
+                 "at a small cost)\n";
+}
 
+}  // namespace
+
+int run_train_benchmark(const TrainBenchOptions& o) {
+  check_bench_options(o);
+  const auto trainer = make_bench_trainer(o);
+  const Measurement m = measure_steps(*trainer, o);
+  std::string peak_source;
+  const json rec = build_record(*trainer, o, m, &peak_source);
+  if (!o.profile.empty()) profile_steps(*trainer, o.profile_steps, o.profile);
   if (o.json) {
     std::cout << rec.dump() << std::endl;
     return 0;
   }
-  std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}\n",
-                           device_name == "cpu" ? fmt::format("cpu ({} threads)", torch::get_num_threads()) : device_name,
-                           c.train.precision, o.synthetic ? "synthetic" : "prepared",
-                           trainer.model()->options().rotary_impl() + (o.separate_qkv || !cuda ? "" : ", fused QKV"),
-                           o.dense_head ? "dense" : "sparse", trainer.uses_fused_adamw() ? "fused" : "portable");
-  std::cout << fmt::format("{} x {} sequences x {} tokens per step, {} parameters, {} warm-up + {} measured steps\n\n",
-                           c.train.grad_accum, c.train.batch_size, c.data.max_seq_len, trainer.model()->num_parameters(),
-                           o.warmup, o.steps);
-  std::cout << "| metric | value |\n|---|---:|\n";
-  std::cout << fmt::format("| tokens/s | {:.0f} |\n", static_cast<double>(tokens) / seconds);
-  std::cout << fmt::format("| ms/step (mean) | {:.2f} |\n", 1000.0 * step_s);
-  if (per_step_valid) std::cout << fmt::format("| ms/step (min) | {:.2f} |\n", 1000.0 * min_step);
-  if (per_step_valid) {
-    const char* note = cuda ? " (synchronized)" : "";
-    std::cout << fmt::format("| data wait ms/step{} | {:.2f} |\n", note, 1000.0 * phases.data / n);
-    std::cout << fmt::format("| forward + loss ms/step{} | {:.2f} |\n", note, 1000.0 * phases.forward / n);
-    std::cout << fmt::format("| backward ms/step{} | {:.2f} |\n", note, 1000.0 * phases.backward / n);
-    std::cout << fmt::format("| optimizer ms/step{} | {:.2f} |\n", note, 1000.0 * phases.optimizer / n);
-  }
-  std::cout << fmt::format("| attention kernel | {} |\n", attention);
-  std::cout << fmt::format("| model FLOPs/step | {:.4g} |\n", flops);
-  std::cout << fmt::format("| achieved TFLOP/s | {:.3f} |\n", tflops);
-  if (peak > 0)
-    std::cout << fmt::format("| MFU (peak {:.1f} TFLOP/s, {}) | {:.1f}% |\n", peak, peak_source, 100.0 * tflops / peak);
-  std::cout << fmt::format("| peak memory ({}) | {:.1f} MiB |\n", memory_kind, static_cast<double>(peak_bytes) / 1048576.0);
-  std::cout << fmt::format("| final loss | {:.4f} |\n", last.loss);
-  if (cuda && !o.breakdown)
-    std::cout << "\n(CUDA: steps run without host sync; --breakdown synchronizes between phases to time them, "
-                 "at a small cost)\n";
+  print_table(rec, o, trainer->device().is_cuda(), peak_source);
   return 0;
 }
 

@@ -1,10 +1,7 @@
 // Terminal progress: the live bar and the periodic log line; see progress.h.
 #include "train/progress.h"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdio>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -27,30 +24,18 @@ std::string format_rate(double v) {
 }
 
 ProgressReporter::ProgressReporter(const std::string& mode) {
-  bar_ = mode == "bar" || (mode == "auto" && ::isatty(STDERR_FILENO));
+  bar_ = mode == "bar" || (mode == "auto" && core::stderr_is_terminal());
 }
 
 void ProgressReporter::update(const ProgressStats& s) {
   if (!bar_) return;
-  constexpr int kWidth = 24;
   const double frac = s.total > 0 ? static_cast<double>(s.step) / static_cast<double>(s.total) : 0.0;
-  const int filled = static_cast<int>(frac * kWidth);
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  std::fprintf(stderr, "\r\033[K[%s] %lld/%lld loss %.4f acc %.3f lr %.2e | %s tok/s %.0f ms/step ETA %s",
-               bar.c_str(), static_cast<long long>(s.step), static_cast<long long>(s.total), s.loss, s.accuracy,
-               s.lr, format_rate(s.tokens_per_s).c_str(), s.ms_per_step, format_duration(s.eta_s).c_str());
-  std::fflush(stderr);
-  drawn_ = true;
+  line_.draw(frac, fmt::format("{}/{} loss {:.4f} acc {:.3f} lr {:.2e} | {} tok/s {:.0f} ms/step ETA {}", s.step, s.total,
+                               s.loss, s.accuracy, s.lr, format_rate(s.tokens_per_s), s.ms_per_step,
+                               format_duration(s.eta_s)));
 }
 
-void ProgressReporter::clear() {
-  if (bar_ && drawn_) {
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-    drawn_ = false;
-  }
-}
+void ProgressReporter::clear() { line_.clear(); }
 
 void ProgressReporter::log_line(const ProgressStats& s) {
   clear();

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/progress_bar.h"
+
 namespace roformer::train {
 
 struct ProgressStats {
@@ -31,8 +33,8 @@ class ProgressReporter {
   void clear();
 
  private:
-  bool bar_ = false;
-  bool drawn_ = false;
+  bool bar_ = false;       // draw the live bar (mode bar, or auto on a terminal)
+  core::TerminalBar line_{24};
 };
 
 std::string format_duration(double seconds);  // "1h02m", "3m05s", "12s"

@@ -121,6 +121,30 @@ TEST_F(CorpusTest, OutputDoesNotDependOnThreadCount) {
   EXPECT_EQ(snapshot(one.out_dir), snapshot(four.out_dir));
 }
 
+// Enough text for several 256 KiB work chunks and several shards, so encoder threads finish chunks
+// out of order and the writer must restore the order: the bytes of every file must not change.
+TEST_F(CorpusTest, ShardsAreByteIdenticalAcrossThreadCounts) {
+  const std::string text = dir_->str("several_chunks.txt");
+  rt::write_file(text, rt::synthetic_text(3000, 4, 7));
+  ASSERT_GT(rt::fs::file_size(text), 3u * 256 * 1024) << "the text must span several work chunks";
+  std::map<std::string, std::string> one_thread;
+  for (const int64_t threads : {1, 2, 4}) {
+    PrepareOptions o = options("threads_" + std::to_string(threads), {text});
+    o.num_threads = threads;
+    o.shard_tokens = 100000;
+    prepare_corpus(o);
+    const auto files = snapshot(o.out_dir);
+    ASSERT_TRUE(files.count("shard_00002.tok")) << "the output must span several shards";
+    if (threads == 1) {
+      one_thread = files;
+      continue;
+    }
+    ASSERT_EQ(files.size(), one_thread.size()) << threads << " threads";
+    for (const auto& [name, bytes] : one_thread)
+      EXPECT_TRUE(files.at(name) == bytes) << name << " differs between 1 and " << threads << " threads";
+  }
+}
+
 TEST_F(CorpusTest, ReadsUint32Shards) {
   // Vocabularies of 65536 or more are stored as uint32; too large to train here, so a uint16
   // directory is rewritten in that layout (header dtype 4, widened ids, meta token_bytes 4).

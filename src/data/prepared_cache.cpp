@@ -1,5 +1,7 @@
-// The data a run trains and evaluates on, opened or prepared into the run's cache; see prepared_data.h.
-#include "train/prepared_data.h"
+// The prepared-data cache check: a run's data opened as prepared, or (re-)prepared into the run's
+// cache when the signature of its text files or tokenizer changed or the copy is damaged; see
+// prepared_cache.h.
+#include "data/prepared_cache.h"
 
 #include <filesystem>
 
@@ -9,9 +11,8 @@
 
 #include "core/error.h"
 #include "core/file.h"
-#include "train/checkpoint_store.h"
 
-namespace roformer::train {
+namespace roformer::data {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -46,7 +47,7 @@ void check_listed_files(const PreparedDataRequest& r, const std::string& key) {
       throw Error(fmt::format("data file '{}' does not exist ({}); fix the path or prepare the corpus first "
                               "(data/prepare_brown.sh)", f, key));
     if (fs::is_directory(f, ec)) {
-      if (data::is_prepared_dir(f))
+      if (is_prepared_dir(f))
         throw Error(fmt::format("{}: '{}' is a prepared directory, which must be the only entry of {}; list either "
                                 "it alone or text files", key, f, key));
       throw Error(fmt::format("{}: '{}' is a directory but not a prepared corpus (no meta.json: `roformer prepare` "
@@ -58,8 +59,7 @@ void check_listed_files(const PreparedDataRequest& r, const std::string& key) {
 
 }  // namespace
 
-std::shared_ptr<const data::PreparedCorpus> open_prepared_data(const PreparedDataRequest& r,
-                                                               const data::Tokenizer& tokenizer) {
+std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataRequest& r, const Tokenizer& tokenizer) {
   const std::string key = "data." + r.name + "_files";
   // Errors of the data layer name the file; the key is added here.
   auto with_key = [&](auto&& fn) {
@@ -69,17 +69,17 @@ std::shared_ptr<const data::PreparedCorpus> open_prepared_data(const PreparedDat
       throw Error(fmt::format("{}: {}", key, e.what()));
     }
   };
-  if (r.files.size() == 1 && data::is_prepared_dir(r.files[0]))
-    return with_key([&] { return data::PreparedCorpus::open(r.files[0], tokenizer.fingerprint()); });
+  if (r.files.size() == 1 && is_prepared_dir(r.files[0]))
+    return with_key([&] { return PreparedCorpus::open(r.files[0], tokenizer.fingerprint()); });
   check_listed_files(r, key);
 
   const std::string dir = (fs::path(r.cache_dir) / r.name).string();
   const std::string signature_path = (fs::path(r.cache_dir) / (r.name + ".sources.json")).string();
   const json signature = sources_signature(r.files, tokenizer.fingerprint());
-  if (data::is_prepared_dir(dir) && fs::exists(signature_path)) {
+  if (is_prepared_dir(dir) && fs::exists(signature_path)) {
     if (read_signature(signature_path) == signature) {
       try {
-        auto corpus = data::PreparedCorpus::open(dir, tokenizer.fingerprint());
+        auto corpus = PreparedCorpus::open(dir, tokenizer.fingerprint());
         spdlog::info("using prepared {} data in {}", r.name, dir);
         return corpus;
       } catch (const Error& e) {
@@ -96,15 +96,15 @@ std::shared_ptr<const data::PreparedCorpus> open_prepared_data(const PreparedDat
     }
   }
   spdlog::info("preparing {} data ({} file(s)) into {}", r.name, r.files.size(), dir);
-  data::PrepareOptions o;
+  PrepareOptions o;
   o.tokenizer_model = tokenizer.model_path();
   o.inputs = r.files;
   o.out_dir = dir;
   o.jsonl_field = r.jsonl_field;
-  const auto stats = with_key([&] { return data::prepare_corpus(o); });
+  const auto stats = with_key([&] { return prepare_corpus(o); });
   spdlog::info("prepared {} documents, {} tokens in {:.1f}s", stats.documents, stats.tokens, stats.seconds);
-  write_file_atomic(signature_path, signature.dump(2) + "\n");
-  return with_key([&] { return data::PreparedCorpus::open(dir, tokenizer.fingerprint()); });
+  core::write_file_atomic(signature_path, signature.dump(2) + "\n");
+  return with_key([&] { return PreparedCorpus::open(dir, tokenizer.fingerprint()); });
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::data

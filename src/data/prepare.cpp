@@ -1,0 +1,486 @@
+// `prepare_corpus`: text -> binary token shards (the reader of the result is corpus.cpp). Four
+// parts, each with its own state:
+//   read_chunks      this thread: groups documents into text chunks of about kChunkBytes
+//   EncoderPool      N threads: encode chunks with the tokenizer
+//   ShardWriter      one thread: appends the encoded chunks in chunk order (so the bytes written do
+//                    not depend on the thread count) to shards in a staging directory
+//   publish          moves the finished files into place and writes meta.json last
+// ChunkQueue is what they share: the queues between them, the bound on memory and the first error.
+#include "data/corpus.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "core/progress_bar.h"
+#include "data/corpus_format.h"
+#include "data/text_reader.h"
+#include "data/tokenizer.h"
+
+namespace roformer::data {
+
+namespace fs = std::filesystem;
+using format::FileHeader;
+using format::make_header;
+using format::shard_name;
+
+namespace {
+
+constexpr size_t kChunkBytes = 256 * 1024;  // text per work item
+constexpr const char* kStagingPrefix = ".prepare-staging-";
+
+// Appends elements to a file after a header that is rewritten with the final count on close; the
+// file carries a .tmp suffix until then.
+class BinaryWriter {
+ public:
+  BinaryWriter(const fs::path& path) : path_(path), tmp_(path.string() + ".tmp"), out_(tmp_, std::ios::binary | std::ios::trunc) {
+    if (!out_) throw Error("cannot create " + tmp_ + " (no permission or disk full?)");
+    FileHeader blank{};
+    out_.write(reinterpret_cast<const char*>(&blank), sizeof(blank));
+  }
+  void write(const void* data, size_t bytes) { out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes)); }
+  void close(const FileHeader& header) {
+    out_.seekp(0);
+    out_.write(reinterpret_cast<const char*>(&header), sizeof(header));
+    out_.close();
+    if (!out_) throw Error("cannot write " + tmp_ + " (disk full?)");
+    fs::rename(tmp_, path_);
+  }
+
+ private:
+  fs::path path_;
+  std::string tmp_;
+  std::ofstream out_;
+};
+
+struct Chunk {
+  int64_t id = 0;
+  std::vector<std::vector<std::string>> docs;  // paragraphs of each document
+  int64_t input_bytes = 0;
+  std::vector<int32_t> tokens;                 // encoded, documents concatenated
+  std::vector<int64_t> lengths;                // tokens per non-empty document
+};
+
+// What every file of one prepare run records about the tokenizer.
+struct TokenFormat {
+  uint32_t token_bytes = 2;  // 2 when the vocabulary is < 65536, else 4
+  int64_t vocab = 0;
+  std::string fingerprint;
+};
+
+// The queues between the parts, under one mutex. Chunks go reader -> `work` -> encoders -> `done`
+// (keyed by id) -> writer. in_flight bounds memory: the reader waits while that many chunks are
+// queued, being encoded, or waiting for the writer. The first error stops every part.
+class ChunkQueue {
+ public:
+  explicit ChunkQueue(int64_t max_in_flight) : max_in_flight_(max_in_flight) {}
+
+  // Reader: queues the chunk under the next id, waiting for room; false when a part failed.
+  bool submit(std::unique_ptr<Chunk> chunk) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return failed_ || in_flight_ < max_in_flight_; });
+    if (failed_) return false;
+    chunk->id = submitted_++;
+    ++in_flight_;
+    work_.push_back(std::move(chunk));
+    cv_.notify_all();
+    return true;
+  }
+  // Reader: no more chunks. `complete` is false when reading failed (the writer then never ends
+  // on its own: it waits for the failure).
+  void finish_reading(bool complete) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (complete) chunks_total_ = submitted_;
+    reading_finished_ = true;
+    cv_.notify_all();
+  }
+  // Encoder: the next chunk to encode; null when reading is done and the queue empty, or on failure.
+  std::unique_ptr<Chunk> take_work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return failed_ || !work_.empty() || reading_finished_; });
+    if (failed_ || work_.empty()) return nullptr;
+    auto chunk = std::move(work_.front());
+    work_.pop_front();
+    return chunk;
+  }
+  // Encoder: an encoded chunk for the writer.
+  void put_done(std::unique_ptr<Chunk> chunk) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t id = chunk->id;
+    done_.emplace(id, std::move(chunk));
+    cv_.notify_all();
+  }
+  // Writer: chunk `id` once encoded; null after the last chunk, or on failure (see failed()).
+  std::unique_ptr<Chunk> take_done(int64_t id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return failed_ || done_.count(id) || (chunks_total_ >= 0 && id >= chunks_total_); });
+    if (failed_ || !done_.count(id)) return nullptr;
+    auto chunk = std::move(done_[id]);
+    done_.erase(id);
+    return chunk;
+  }
+  // Writer: a chunk is written; the reader may queue another.
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+    cv_.notify_all();
+  }
+  // Any part: records the first error and wakes everyone to stop.
+  void fail(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_) error_ = message;
+    failed_ = true;
+    cv_.notify_all();
+  }
+  bool failed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_;
+  }
+  std::string error() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Chunk>> work_;
+  std::map<int64_t, std::unique_ptr<Chunk>> done_;
+  const int64_t max_in_flight_;
+  int64_t in_flight_ = 0;
+  int64_t submitted_ = 0;      // the next chunk id
+  int64_t chunks_total_ = -1;  // known once reading completed
+  bool reading_finished_ = false, failed_ = false;
+  std::string error_;
+};
+
+// The reader (runs on the calling thread): the inputs in order, cut into chunks of documents.
+void read_chunks(const PrepareOptions& options, ChunkQueue& queue) {
+  try {
+    auto chunk = std::make_unique<Chunk>();
+    size_t chunk_bytes = 0;
+    bool ok = true;
+    for (const auto& path : options.inputs) {
+      DocumentReader reader(path, options.jsonl_field);
+      std::vector<std::string> paragraphs;
+      int64_t last_bytes = 0;
+      while (ok && reader.next(paragraphs)) {
+        for (const auto& p : paragraphs) chunk_bytes += p.size() + 1;
+        chunk->input_bytes += reader.bytes_read() - last_bytes;
+        last_bytes = reader.bytes_read();
+        chunk->docs.push_back(std::move(paragraphs));
+        paragraphs = {};
+        if (chunk_bytes >= kChunkBytes) {
+          ok = queue.submit(std::move(chunk));
+          chunk = std::make_unique<Chunk>();
+          chunk_bytes = 0;
+        }
+      }
+      chunk->input_bytes += reader.bytes_read() - last_bytes;
+      if (!ok) break;
+    }
+    if (ok && !chunk->docs.empty()) queue.submit(std::move(chunk));
+    queue.finish_reading(/*complete=*/true);
+  } catch (const std::exception& e) {
+    queue.fail(e.what());
+    queue.finish_reading(/*complete=*/false);
+  }
+}
+
+// N threads encoding chunks: each document's paragraphs concatenated, empty documents dropped.
+class EncoderPool {
+ public:
+  EncoderPool(const Tokenizer& tokenizer, ChunkQueue& queue, int64_t threads) : tokenizer_(tokenizer), queue_(queue) {
+    for (int64_t w = 0; w < threads; ++w) threads_.emplace_back([this] { run(); });
+  }
+  ~EncoderPool() { join(); }
+  void join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  void run() {
+    while (auto chunk = queue_.take_work()) {
+      try {
+        encode(*chunk);
+      } catch (const std::exception& e) {
+        queue_.fail(e.what());
+        return;
+      }
+      queue_.put_done(std::move(chunk));
+    }
+  }
+  void encode(Chunk& chunk) const {
+    for (const auto& doc : chunk.docs) {
+      const size_t before = chunk.tokens.size();
+      for (const auto& para : doc) {
+        const auto ids = tokenizer_.encode(para);
+        chunk.tokens.insert(chunk.tokens.end(), ids.begin(), ids.end());
+      }
+      const int64_t len = static_cast<int64_t>(chunk.tokens.size() - before);
+      if (len > 0) chunk.lengths.push_back(len);
+    }
+    chunk.docs.clear();
+  }
+
+  const Tokenizer& tokenizer_;
+  ChunkQueue& queue_;
+  std::vector<std::thread> threads_;
+};
+
+// `roformer prepare`'s progress: a bar on a terminal (4 redraws a second), a log line every 10 s
+// otherwise, and a final report at 100%.
+class PrepareProgress {
+ public:
+  PrepareProgress(bool enabled, int64_t total_bytes)
+      : enabled_(enabled), tty_(core::stderr_is_terminal()), total_(total_bytes), start_(clock::now()), last_(start_) {}
+  void update(int64_t bytes, int64_t tokens, bool final = false) {
+    if (!enabled_) return;
+    const auto now = clock::now();
+    const double since_last = std::chrono::duration<double>(now - last_).count();
+    if (!final && since_last < (tty_ ? 0.25 : 10.0)) return;
+    last_ = now;
+    const double secs = std::max(1e-9, std::chrono::duration<double>(now - start_).count());
+    const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(bytes) / total_) : 1.0;
+    const double mbs = bytes / 1e6 / secs, tps = tokens / secs;
+    const double eta = frac > 0 ? secs * (1 - frac) / frac : 0;
+    if (tty_) {
+      bar_.draw(frac, fmt::format("{:5.1f}% {:.1f} MB/s {:.2f}M tok/s ETA {:.0f}s ", 100 * frac, mbs, tps / 1e6, eta));
+      if (final) bar_.end_line();
+    } else {
+      spdlog::info("prepare: {:.1f}% {:.1f} MB/s {:.2f}M tokens/s ETA {:.0f}s", 100 * frac, mbs, tps / 1e6, eta);
+    }
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  bool enabled_, tty_;
+  int64_t total_;
+  clock::time_point start_, last_;
+  core::TerminalBar bar_{30};
+};
+
+// What the writer produced: counts and, per shard, its tokens and documents.
+struct WrittenShards {
+  PrepareStats stats;
+  std::vector<int64_t> shard_tokens, shard_docs;
+};
+
+// Appends documents to shard_00000.tok, shard_00001.tok, ... in `dir` (a new shard when the next
+// document would pass `max_shard_tokens`; a document never crosses shards) and their end offsets to
+// the document index.
+class ShardWriter {
+ public:
+  ShardWriter(const fs::path& dir, const TokenFormat& token_format, int64_t max_shard_tokens)
+      : dir_(dir), format_(token_format), max_shard_tokens_(max_shard_tokens), index_(dir / format::kIndexFile) {
+    index_.write(&offset_, sizeof(offset_));
+  }
+  void append(const Chunk& chunk) {
+    int64_t pos = 0;
+    for (const int64_t len : chunk.lengths) {
+      append_document(&chunk.tokens[static_cast<size_t>(pos)], len);
+      pos += len;
+    }
+    out_.stats.tokens += pos;
+    out_.stats.bytes += chunk.input_bytes;
+  }
+  // Closes the last shard and the index.
+  void finish() {
+    if (shard_) close_shard();
+    index_.close(make_header(format::kIndexMagic, 8, out_.stats.documents + 1, out_.stats.documents, format_.vocab,
+                             format_.fingerprint, 0));
+  }
+  const WrittenShards& written() const { return out_; }
+
+ private:
+  void append_document(const int32_t* tokens, int64_t len) {
+    if (shard_ && shard_tokens_ > 0 && shard_tokens_ + len > max_shard_tokens_) close_shard();
+    if (!shard_) shard_ = std::make_unique<BinaryWriter>(dir_ / shard_name(static_cast<int64_t>(out_.shard_tokens.size())));
+    buffer_.resize(static_cast<size_t>(len) * format_.token_bytes);
+    for (int64_t k = 0; k < len; ++k) {
+      const uint32_t id = static_cast<uint32_t>(tokens[k]);
+      if (format_.token_bytes == 2) {
+        const uint16_t v = static_cast<uint16_t>(id);
+        std::memcpy(&buffer_[k * 2], &v, 2);
+      } else {
+        std::memcpy(&buffer_[k * 4], &id, 4);
+      }
+    }
+    shard_->write(buffer_.data(), buffer_.size());
+    shard_tokens_ += len;
+    ++shard_docs_;
+    offset_ += static_cast<uint64_t>(len);
+    index_.write(&offset_, sizeof(offset_));
+    ++out_.stats.documents;
+  }
+  void close_shard() {
+    shard_->close(make_header(format::kShardMagic, format_.token_bytes, shard_tokens_, shard_docs_, format_.vocab,
+                              format_.fingerprint, static_cast<uint32_t>(out_.shard_tokens.size())));
+    out_.shard_tokens.push_back(shard_tokens_);
+    out_.shard_docs.push_back(shard_docs_);
+    shard_.reset();
+    shard_tokens_ = shard_docs_ = 0;
+  }
+
+  fs::path dir_;
+  TokenFormat format_;
+  int64_t max_shard_tokens_;
+  BinaryWriter index_;
+  uint64_t offset_ = 0;                 // documents' tokens written so far
+  std::unique_ptr<BinaryWriter> shard_;  // the open shard, if any
+  int64_t shard_tokens_ = 0, shard_docs_ = 0;
+  std::vector<uint8_t> buffer_;
+  WrittenShards out_;
+};
+
+// The writer thread: chunks strictly in id order into a ShardWriter. Leaves `result` empty on failure.
+void write_chunks(ChunkQueue& queue, const fs::path& staging, const TokenFormat& token_format, const PrepareOptions& options,
+                  int64_t total_bytes, WrittenShards& result) {
+  try {
+    PrepareProgress progress(options.progress, total_bytes);
+    ShardWriter writer(staging, token_format, options.shard_tokens);
+    for (int64_t next = 0;; ++next) {
+      const auto chunk = queue.take_done(next);
+      if (!chunk) break;
+      writer.append(*chunk);
+      progress.update(writer.written().stats.bytes, writer.written().stats.tokens);
+      queue.release();
+    }
+    if (queue.failed()) return;
+    writer.finish();
+    result = writer.written();
+    progress.update(result.stats.bytes, result.stats.tokens, true);
+  } catch (const std::exception& e) {
+    queue.fail(e.what());
+  }
+}
+
+// A fresh staging directory inside `out` for this process. Staging folders of runs that were
+// killed (their process is gone) are removed; a live run's is kept.
+fs::path make_staging_dir(const fs::path& out) {
+  fs::create_directories(out);
+  const std::string prefix = kStagingPrefix;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) fs::remove_all(entry.path());
+  }
+  const fs::path staging = out / (prefix + std::to_string(::getpid()));
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+  return staging;
+}
+
+// Writes the word-start table, then swaps the staged files into `out` and writes meta.json last.
+void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok, const TokenFormat& token_format,
+             const PrepareOptions& options, const WrittenShards& written) {
+  // Word-start flags for whole-word masking, so the loader needs no tokenizer.
+  BinaryWriter words(staging / format::kWordStartsFile);
+  words.write(tok.word_start_table().data(), tok.word_start_table().size());
+  words.close(make_header(format::kWordMagic, 1, static_cast<uint64_t>(token_format.vocab), 0, token_format.vocab, token_format.fingerprint, 0));
+
+  // Swap in: first remove the old meta.json so the directory never looks complete with mixed files.
+  fs::remove(out / format::kMetaFile);
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard_", 0) == 0 || name == format::kIndexFile || name == format::kWordStartsFile) fs::remove(entry.path());
+  }
+  nlohmann::json meta;
+  meta["format"] = "roformer-prepared";
+  meta["version"] = format::kVersion;
+  meta["tokenizer_fingerprint"] = token_format.fingerprint;
+  meta["tokenizer_model"] = fs::absolute(options.tokenizer_model).string();
+  meta["vocab_size"] = token_format.vocab;
+  meta["token_bytes"] = token_format.token_bytes;
+  meta["num_documents"] = written.stats.documents;
+  meta["num_tokens"] = written.stats.tokens;
+  meta["inputs"] = options.inputs;
+  meta["shards"] = nlohmann::json::array();
+  for (size_t s = 0; s < written.shard_tokens.size(); ++s) {
+    const std::string name = shard_name(static_cast<int64_t>(s));
+    fs::rename(staging / name, out / name);
+    meta["shards"].push_back({{"file", name}, {"tokens", written.shard_tokens[s]}, {"documents", written.shard_docs[s]}});
+  }
+  fs::rename(staging / format::kIndexFile, out / format::kIndexFile);
+  fs::rename(staging / format::kWordStartsFile, out / format::kWordStartsFile);
+  const fs::path meta_tmp = out / (std::string(format::kMetaFile) + ".tmp");
+  {
+    std::ofstream m(meta_tmp);
+    m << meta.dump(2) << "\n";
+    if (!m) throw Error("cannot write " + meta_tmp.string());
+  }
+  fs::rename(meta_tmp, out / format::kMetaFile);
+  fs::remove_all(staging);
+}
+
+// Removes the staging directory and throws `message`.
+[[noreturn]] void abort_prepare(const fs::path& staging, const std::string& message) {
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  throw Error(message);
+}
+
+}  // namespace
+
+PrepareStats prepare_corpus(const PrepareOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_inputs_exist(options.inputs);
+  if (options.out_dir.empty()) throw Error("no output directory given (--out DIR)");
+  const Tokenizer tok = Tokenizer::load(options.tokenizer_model);
+  const TokenFormat token_format{tok.vocab_size() < 65536 ? 2u : 4u, tok.vocab_size(), tok.fingerprint()};
+  const int64_t threads = options.num_threads > 0 ? options.num_threads : std::max(1u, std::thread::hardware_concurrency());
+  int64_t total_bytes = 0;
+  for (const auto& p : options.inputs) total_bytes += static_cast<int64_t>(fs::file_size(p));
+
+  const fs::path out(options.out_dir);
+  if (fs::exists(out) && !fs::is_directory(out)) throw Error("--out " + options.out_dir + " exists and is not a directory");
+  const fs::path staging = make_staging_dir(out);
+
+  ChunkQueue queue(2 * threads + 2);
+  WrittenShards written;
+  {
+    EncoderPool encoders(tok, queue, threads);
+    std::thread writer([&] { write_chunks(queue, staging, token_format, options, total_bytes, written); });
+    read_chunks(options, queue);
+    encoders.join();
+    writer.join();
+  }
+  if (queue.failed()) abort_prepare(staging, queue.error());
+  if (written.stats.documents == 0) {
+    std::string names;
+    for (const auto& p : options.inputs) names += (names.empty() ? "" : ", ") + p;
+    abort_prepare(staging, "the corpus is empty: no text in " + names + " (plain text: one paragraph a line; JSONL: the \"" +
+                               options.jsonl_field + "\" field)");
+  }
+  try {
+    publish(staging, out, tok, token_format, options, written);
+  } catch (const fs::filesystem_error& e) {
+    abort_prepare(staging, std::string("cannot write the prepared corpus: ") + e.what());
+  }
+  PrepareStats stats = written.stats;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("prepare: {} documents, {} tokens from {:.1f} MB in {:.1f}s ({:.1f} MB/s, {} threads) -> {}", stats.documents,
+               stats.tokens, stats.bytes / 1e6, stats.seconds, stats.bytes / 1e6 / std::max(1e-9, stats.seconds), threads,
+               options.out_dir);
+  return stats;
+}
+
+}  // namespace roformer::data
