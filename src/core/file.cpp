@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -42,9 +44,10 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
+      const int err = errno;
       std::error_code ec;
       fs::remove(tmp, ec);
-      throw Error(fmt::format("cannot write '{}' (disk full or no permission?)", tmp));
+      throw Error(fmt::format("cannot write '{}': {} (is the disk full?)", tmp, std::strerror(err)));
     }
   }
   sync_to_disk(tmp, false);

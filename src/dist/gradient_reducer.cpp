@@ -70,6 +70,12 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<torch::Tensor>
   }
 }
 
+std::unique_ptr<GradientReducer> make_gradient_reducer(ProcessGroup& group, std::vector<torch::Tensor> parameters,
+                                                       const GradientReducerOptions& options) {
+  if (group.world_size() == 1) return nullptr;
+  return std::make_unique<GradientReducer>(group, std::move(parameters), options);
+}
+
 GradientReducer::~GradientReducer() {
   for (auto& p : params_) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
 }

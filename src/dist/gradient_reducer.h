@@ -89,4 +89,9 @@ class GradientReducer {
   int64_t started_now_in_backward_ = 0;
 };
 
+// The reducer a training run needs: none for a world of one (there is nothing to sum, and the
+// bucket copies would cost a pass over the gradients), else a GradientReducer.
+std::unique_ptr<GradientReducer> make_gradient_reducer(ProcessGroup& group, std::vector<torch::Tensor> parameters,
+                                                       const GradientReducerOptions& options);
+
 }  // namespace roformer::dist

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/safetensors.h"
 #include "tools/checkpoint_loader.h"
 #include "tools/hf_tokenizer.h"
@@ -179,12 +180,12 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   fs::create_directories(out_dir, ec);
   if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
   core::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), unique, {{"format", "pt"}});
-  train::write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
+  core::write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
   fs::copy_file(fs::path(ck.dir) / files::kTokenizer, fs::path(out_dir) / "spiece.model",
                 fs::copy_options::overwrite_existing, ec);
   if (ec) throw Error(fmt::format("cannot copy the tokenizer into '{}': {}", out_dir, ec.message()));
   write_hf_tokenizer(tokenizer, out_dir, tok_options);
-  train::write_file_atomic((fs::path(out_dir) / "README.md").string(), model_card(ck, out_dir, tokenizer));
+  core::write_file_atomic((fs::path(out_dir) / "README.md").string(), model_card(ck, out_dir, tokenizer));
   spdlog::info("exported {} (step {}) to {}: config.json, model.safetensors ({} tensors), spiece.model, "
                "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md", ck.dir,
                ck.state.value("step", int64_t{0}), out_dir, unique.size(), o.vocab_size(),

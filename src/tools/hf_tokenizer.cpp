@@ -315,9 +315,9 @@ void write_hf_tokenizer(const json& tokenizer, const std::string& out_dir, const
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
-  train::write_file_atomic((dir / "tokenizer.json").string(), tokenizer.dump(2) + "\n");
-  train::write_file_atomic((dir / "tokenizer_config.json").string(), config.dump(2) + "\n");
-  train::write_file_atomic((dir / "special_tokens_map.json").string(), specials.dump(2) + "\n");
+  core::write_file_atomic((dir / "tokenizer.json").string(), tokenizer.dump(2) + "\n");
+  core::write_file_atomic((dir / "tokenizer_config.json").string(), config.dump(2) + "\n");
+  core::write_file_atomic((dir / "special_tokens_map.json").string(), specials.dump(2) + "\n");
 }
 
 }  // namespace roformer::tools

@@ -59,25 +59,6 @@ bool parse_step_name(const std::string& name, int64_t* step) {
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + fmt::format(".tmp-{}", ::getpid());
-  try {
-    write_file_checked(tmp, text);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
-  }
-  fsync_path(tmp, false);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(fmt::format("cannot replace '{}': {}", path, ec.message()));
-  }
-  fsync_path(fs::path(path).parent_path().string(), true);
-}
-
 CheckpointWriter::CheckpointWriter(const std::string& checkpoints_dir, int64_t step)
     : checkpoints_dir_(checkpoints_dir), final_name_(checkpoint_name(step)) {
   std::error_code ec;
@@ -121,7 +102,7 @@ std::string CheckpointWriter::commit() {
   if (ec) throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message()));
   committed_ = true;
   fsync_path(checkpoints_dir_, true);
-  write_file_atomic((fs::path(checkpoints_dir_) / kLatest).string(), final_name_ + "\n");
+  core::write_file_atomic((fs::path(checkpoints_dir_) / kLatest).string(), final_name_ + "\n");
   return final_dir.string();
 }
 

@@ -78,7 +78,5 @@ void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, co
 // Writes `text` to `path`, throwing roformer::Error when any byte cannot be written (full disk).
 void write_file_checked(const std::string& path, const std::string& text);
 
-// Writes `text` to `path` atomically (temporary file, fsync, rename). Throws roformer::Error.
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace roformer::train

@@ -185,7 +185,7 @@ TrainerState Checkpointer::load(const std::string& dir, const CheckpointContents
   restore_rng_states(dir, state.world_size, state.step, seed);
   // metrics.jsonl continues from the checkpoint's copy, as if the run had never stopped.
   if (rank_ == 0)
-    write_file_atomic(contents.metrics_path, core::read_file((fs::path(dir) / files::kMetrics).string()));
+    core::write_file_atomic(contents.metrics_path, core::read_file((fs::path(dir) / files::kMetrics).string()));
   last_saved_step_ = state.step;
   return state;
 }

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "dist/collectives.h"
+
 namespace roformer::train {
 
 EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
@@ -51,6 +53,26 @@ EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<dat
   }
   if (was_training) model->train();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+EvalResult sum_over_ranks(dist::ProcessGroup& group, const EvalResult& mine) {
+  if (group.world_size() == 1) return mine;
+  const double n = static_cast<double>(mine.n_predicted);
+  const auto v = dist::sum_over_ranks(group,
+                                      {mine.loss * n, mine.accuracy * n, mine.top5_accuracy * n, n,
+                                       static_cast<double>(mine.n_sequences), static_cast<double>(mine.n_tokens)},
+                                      "evaluation");
+  EvalResult r = mine;
+  r.n_predicted = std::llround(v[3]);
+  r.n_sequences = std::llround(v[4]);
+  r.n_tokens = std::llround(v[5]);
+  if (r.n_predicted > 0) {
+    r.loss = v[0] / v[3];
+    r.accuracy = std::round(v[1]) / v[3];  // the correct counts are integers
+    r.top5_accuracy = std::round(v[2]) / v[3];
+    r.perplexity = std::exp(r.loss);
+  }
   return r;
 }
 

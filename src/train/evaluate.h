@@ -11,6 +11,10 @@
 #include "model/autocast.h"
 #include "model/roformer.h"
 
+namespace roformer::dist {
+class ProcessGroup;
+}
+
 namespace roformer::train {
 
 struct EvalResult {
@@ -27,5 +31,10 @@ struct EvalResult {
 // precision: fp32 | bf16 | fp16 (autocast on the device). Leaves the model in the mode it found.
 EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
                         const torch::Device& device, const std::string& precision);
+
+// Data parallel: each rank evaluated its share (dist::rank_share) of the fixed validation set; the
+// sums over the ranks give the figures of the whole set (as one process computes them, up to
+// float64 rounding of the loss sum). A world of one returns `mine` as it is. seconds: this rank's.
+EvalResult sum_over_ranks(dist::ProcessGroup& group, const EvalResult& mine);
 
 }  // namespace roformer::train

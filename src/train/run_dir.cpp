@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "train/checkpoint_store.h"
 
 namespace roformer::train {
@@ -161,7 +162,7 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
     fs::rename(c, aside / fs::path(c).filename(), ec);
     if (ec) throw Error(fmt::format("cannot move checkpoint {} aside into {}: {}", c, aside.string(), ec.message()));
   }
-  write_file_atomic((dir / "latest").string(), chosen_name + "\n");
+  core::write_file_atomic((dir / "latest").string(), chosen_name + "\n");
   spdlog::warn("resuming from {}: the run's later checkpoints ({}) belong to a history this run does not continue, "
                "so they were moved to {} (delete them when no longer needed)",
                chosen_name, names_of(plan.later), aside.string());

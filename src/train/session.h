@@ -178,7 +178,7 @@ class Trainer {
   torch::Device device_{torch::kCPU};
   dist::DistEnv env_;                               // a single process unless run() finds a launcher
   std::unique_ptr<dist::ProcessGroup> group_;       // run() only; null for `roformer bench`
-  std::unique_ptr<dist::GradientReducer> reducer_;  // world size > 1 only
+  std::unique_ptr<dist::GradientReducer> reducer_;  // null for a world of one (dist::make_gradient_reducer)
   std::unique_ptr<Checkpointer> checkpointer_;      // run() only
 
   std::optional<data::Tokenizer> tokenizer_;

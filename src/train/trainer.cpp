@@ -41,8 +41,10 @@
 #include "core/safetensors.h"
 #include "data/corpus.h"
 #include "data/loader.h"
+#include "data/prepared_cache.h"
 #include "data/tokenizer.h"
 #include "dist/agreement.h"
+#include "dist/collectives.h"
 #include "dist/env.h"
 #include "dist/gradient_reducer.h"
 #include "dist/process_group.h"
@@ -53,7 +55,7 @@
 #include "train/memory_check.h"
 #include "train/metrics.h"
 #include "train/metrics_window.h"
-#include "train/prepared_data.h"
+
 #include "train/progress.h"
 #include "train/resume_policy.h"
 #include "train/run_dir.h"
@@ -98,7 +100,7 @@ void Trainer::setup_run_dir() {
   ckpt_dir_ = (fs::path(run_dir_) / "checkpoints").string();
   if (!main_rank()) return;  // rank 0 owns train.log and config.yaml
   add_log_file((fs::path(run_dir_) / "train.log").string());
-  write_file_atomic((fs::path(run_dir_) / "config.yaml").string(),
+  core::write_file_atomic((fs::path(run_dir_) / "config.yaml").string(),
                     "# Resolved config of this run (from " + config_origin_ + ")\n" + config::to_yaml(cfg_));
 }
 
@@ -145,13 +147,13 @@ void Trainer::setup_tokenizer() {
 
 std::shared_ptr<const data::PreparedCorpus> Trainer::prepare(const std::vector<std::string>& files,
                                                                const std::string& name) {
-  PreparedDataRequest request;
+  data::PreparedDataRequest request;
   request.files = files;
   request.name = name;
   request.cache_dir = cfg_.data.prepared_dir.empty() ? (fs::path(run_dir_) / "data").string() : cfg_.data.prepared_dir;
   request.jsonl_field = cfg_.data.jsonl_field;
   request.resuming = !resume_dir_.empty();
-  return open_prepared_data(request, *tokenizer_);
+  return data::open_prepared_data(request, *tokenizer_);
 }
 
 void Trainer::setup_model_and_optimizer() {
@@ -192,6 +194,9 @@ void Trainer::setup_model_and_optimizer() {
   optimizer_ = std::make_unique<torch::optim::AdamW>(groups, defaults);
   params_ = decay;
   params_.insert(params_.end(), no_decay.begin(), no_decay.end());
+  dist::GradientReducerOptions ro;
+  ro.bucket_mb = cfg_.distributed.bucket_mb;
+  reducer_ = dist::make_gradient_reducer(*group_, params_, ro);  // none for a world of one
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
   fused_adamw_ = o.fused;  // the fused kernel exists for CUDA and CPU tensors
   if (const char* at_step = std::getenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP")) fault_nonfinite_step_ = std::atoll(at_step);
@@ -382,15 +387,11 @@ std::vector<data::Batch> Trainer::step_batches(StepResult& r) {
     r.tokens += micro.back().num_tokens;
   }
   r.stop = stop_requested();
-  if (world_size() > 1) {
-    auto counts = torch::tensor({static_cast<double>(r.n_pred), static_cast<double>(r.tokens), r.stop ? 1.0 : 0.0},
-                                torch::kFloat64).to(group_->device());
-    group_->all_reduce_sum(counts, "step token counts");
-    counts = counts.cpu();
-    r.n_pred = static_cast<int64_t>(counts[0].item<double>());
-    r.tokens = static_cast<int64_t>(counts[1].item<double>());
-    r.stop = counts[2].item<double>() > 0;
-  }
+  const auto counts = dist::sum_over_ranks(
+      *group_, {static_cast<double>(r.n_pred), static_cast<double>(r.tokens), r.stop ? 1.0 : 0.0}, "step token counts");
+  r.n_pred = std::llround(counts[0]);
+  r.tokens = std::llround(counts[1]);
+  r.stop = counts[2] > 0;
   return micro;
 }
 
@@ -460,11 +461,9 @@ void Trainer::update_unsynced(std::vector<torch::Tensor>& grads, const torch::Te
 // non-finite step is skipped (fp16: halve the loss scale) or the gradients are clipped and applied.
 void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm, StepSums sums,
                             StepResult& r) {
-  if (world_size() > 1) {  // loss and accuracy of the global batch
-    auto both = torch::stack({sums.loss, sums.correct});
-    group_->all_reduce_sum(both, "step loss");
-    sums = {both[0], both[1]};
-  }
+  std::vector<torch::Tensor> both = {sums.loss, sums.correct};
+  dist::sum_over_ranks(*group_, both, "step loss");  // loss and accuracy of the global batch
+  sums = {both[0], both[1]};
   const double inv_pred = r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0;
   r.grad_norm = norm.item<double>();  // the one host sync of a synced step
   r.loss = sums.loss.item<double>() * inv_pred;
@@ -496,31 +495,8 @@ void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tens
 // float64 rounding of the loss sum) in 1/W of the time.
 void Trainer::run_eval() {
   if (eval_batches_.empty()) return;
-  const int W = world_size();
-  std::vector<data::Batch> shard;
-  if (W > 1)
-    for (size_t i = static_cast<size_t>(env_.rank); i < eval_batches_.size(); i += static_cast<size_t>(W))
-      shard.push_back(eval_batches_[i]);
-  auto r = evaluate_mlm(model_, W > 1 ? shard : eval_batches_, device_, cfg_.train.precision);
-  if (W > 1) {
-    const double n = static_cast<double>(r.n_predicted);
-    auto sums = torch::tensor({r.loss * n, r.accuracy * n, r.top5_accuracy * n, n, static_cast<double>(r.n_sequences),
-                               static_cast<double>(r.n_tokens)},
-                              torch::kFloat64)
-                    .to(group_->device());
-    group_->all_reduce_sum(sums, "evaluation");
-    sums = sums.cpu();
-    const auto v = [&](int64_t i) { return sums[i].item<double>(); };
-    r.n_predicted = static_cast<int64_t>(std::llround(v(3)));
-    r.n_sequences = static_cast<int64_t>(std::llround(v(4)));
-    r.n_tokens = static_cast<int64_t>(std::llround(v(5)));
-    if (r.n_predicted > 0) {
-      r.loss = v(0) / v(3);
-      r.accuracy = std::round(v(1)) / v(3);  // the correct counts are integers
-      r.top5_accuracy = std::round(v(2)) / v(3);
-      r.perplexity = std::exp(r.loss);
-    }
-  }
+  const EvalResult r = sum_over_ranks(*group_, evaluate_mlm(model_, dist::rank_share(*group_, eval_batches_), device_,
+                                                            cfg_.train.precision));
   last_eval_ = r;  // seconds: this rank's wall time
   if (!main_rank()) return;
   spdlog::info("eval step {} | MLM accuracy {:.4f} | top-5 {:.4f} | loss {:.4f} | perplexity {:.2f} | {} predicted "
@@ -543,6 +519,7 @@ void Trainer::setup_device() {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
   }
   core::use_device(device_);
+  setup_distributed();  // a world of one unless a launcher started this process
   if (cfg_.train.precision == "fp16" && !device_.is_cuda())
     throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
   if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
@@ -620,8 +597,7 @@ void Trainer::start_run() {
   setup_device();  // first: a device that does not exist leaves no run directory behind
   setup_run_dir();
   spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
-  setup_distributed();
-  if (world_size() > 1) check_ranks_start_alike();
+  check_ranks_start_alike();
   if (main_rank()) {
     setup_data();  // rank 0 trains the tokenizer and prepares the data into the run directory ...
     group_->barrier("waiting for rank 0 to prepare the tokenizer and data");
@@ -632,23 +608,17 @@ void Trainer::start_run() {
   setup_model_and_optimizer();
   checkpointer_ = std::make_unique<Checkpointer>(ckpt_dir_, cfg_.checkpoint.keep_last, *group_, env_.rank, world_size());
   if (init_) load_init_weights(*init_, *model_);
-  if (world_size() > 1) {
-    dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
-    if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
-    dist::GradientReducerOptions ro;
-    ro.bucket_mb = cfg_.distributed.bucket_mb;
-    reducer_ = std::make_unique<dist::GradientReducer>(*group_, params_, ro);
-  }
+  dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
+  if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
   if (main_rank()) metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
   if (!resume_dir_.empty()) {
     load_checkpoint(resume_dir_);
     if (main_rank()) metrics_ = MetricsWriter(metrics_.path());  // reopen after the file was replaced
-    if (world_size() > 1) {  // the same path may still hold other bytes on another node
-      const auto agreement = dist::check_parameters_agree(*group_, params_);
-      if (!agreement.agree)
-        throw Error(fmt::format("after loading {}: {}. The ranks read different checkpoints: the run directory "
-                                "must be on a filesystem every rank sees", resume_dir_, agreement.message()));
-    }
+    // The same path may still hold other bytes on another node.
+    const auto agreement = dist::check_parameters_agree(*group_, params_);
+    if (!agreement.agree)
+      throw Error(fmt::format("after loading {}: {}. The ranks read different checkpoints: the run directory must "
+                              "be on a filesystem every rank sees", resume_dir_, agreement.message()));
   } else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
   }

@@ -153,14 +153,6 @@ TEST(CheckpointStore, FullDiskDuringSaveKeepsPreviousCheckpoint) {
   EXPECT_EQ(find_latest_valid_checkpoint(dir, &warnings), first);
 }
 
-TEST(CheckpointStore, AtomicFileReplace) {
-  TempDir tmp;
-  write_file_atomic(tmp.str("f.txt"), "one");
-  write_file_atomic(tmp.str("f.txt"), "two");
-  EXPECT_EQ(read_file(tmp.str("f.txt")), "two");
-  EXPECT_THROW(write_file_atomic(tmp.str("no/such/dir/f.txt"), "x"), roformer::Error);
-}
-
 TEST(CheckpointStore, ManifestEntriesMustBePlainFilesWithSizeAndChecksum) {
   const auto ok = parse_manifest(R"({"files": {"a.pt": {"size": 3, "checksum": "00ff"}}})");
   ASSERT_EQ(ok.size(), 1u);
