@@ -28,7 +28,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& d
   const fs::path dir(ck.dir);
   const std::string config_path = (dir / files::kConfig).string();
   ck.config = config::parse_config(core::read_file(config_path), {}, config_path);
-  ck.state = nlohmann::json::parse(core::read_file((dir / files::kTrainerState).string()));
+  const std::string state_path = (dir / files::kTrainerState).string();
+  ck.state = train::parse_trainer_state(core::read_file(state_path), state_path);
   ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
   ck.model = model::RoFormerForMaskedLM(model::options_from_config(ck.config.model, ck.tokenizer->vocab_size()));
   ck.model->load_hf_state_dict(core::load_safetensors((dir / files::kModel).string()));

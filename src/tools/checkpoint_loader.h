@@ -5,18 +5,17 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/config.h"
 #include "data/tokenizer.h"
 #include "model/roformer.h"
+#include "train/trainer_state.h"
 
 namespace roformer::tools {
 
 struct LoadedCheckpoint {
   std::string dir;                 // the checkpoint directory
   config::Config config;           // its resolved config
-  nlohmann::json state;            // trainer_state.json
+  train::TrainerState state;       // trainer_state.json, typed
   std::unique_ptr<data::Tokenizer> tokenizer;
   model::RoFormerForMaskedLM model{nullptr};  // in eval mode, on the requested device
 };

@@ -81,7 +81,7 @@ int run_eval(const EvalRequest& req) {
   const std::string precision = device.is_cuda() ? ck.config.train.precision : "fp32";
   auto r = train::evaluate_mlm(ck.model, batches, device, precision);
   const double tokens_per_s = r.seconds > 0 ? static_cast<double>(r.n_tokens) / r.seconds : 0.0;
-  const int64_t step = ck.state.value("step", int64_t{0});
+  const int64_t step = ck.state.step;
   std::string data_desc;
   for (const auto& f : files) data_desc += (data_desc.empty() ? "" : ", ") + f;
   std::cerr << fmt::format(

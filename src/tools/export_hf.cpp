@@ -115,8 +115,8 @@ The resolved `roformer` config of the run:
 )md";
   return fmt::format(
       fmt::runtime(kCard),
-      fmt::arg("dir", ck.dir), fmt::arg("out", out_dir), fmt::arg("steps", ck.state.value("step", int64_t{0})),
-      fmt::arg("tokens", ck.state.value("tokens_seen", int64_t{0})), fmt::arg("train", join(c.data.train_files)),
+      fmt::arg("dir", ck.dir), fmt::arg("out", out_dir), fmt::arg("steps", ck.state.step),
+      fmt::arg("tokens", ck.state.tokens_seen), fmt::arg("train", join(c.data.train_files)),
       fmt::arg("accuracy", accuracy), fmt::arg("layers", o.num_layers()), fmt::arg("hidden", o.hidden_size()),
       fmt::arg("heads", o.num_heads()), fmt::arg("ffn", o.intermediate_size()), fmt::arg("emb", o.embedding_size()),
       fmt::arg("params", ck.model->num_parameters()), fmt::arg("tok_type", tokenizer["model"]["type"].get<std::string>()),
@@ -188,7 +188,7 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   core::write_file_atomic((fs::path(out_dir) / "README.md").string(), model_card(ck, out_dir, tokenizer));
   spdlog::info("exported {} (step {}) to {}: config.json, model.safetensors ({} tensors), spiece.model, "
                "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md", ck.dir,
-               ck.state.value("step", int64_t{0}), out_dir, unique.size(), o.vocab_size(),
+               ck.state.step, out_dir, unique.size(), o.vocab_size(),
                tokenizer["model"]["type"].get<std::string>());
 }
 
