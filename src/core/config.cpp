@@ -236,8 +236,13 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(model, intermediate_size, "Feed-forward inner size", at_least(1));
   ROFORMER_FIELD(model, embedding_size,
                  "Word-embedding size E; 0 means H; E < H adds an E->H projection (ALBERT-style)", at_least(0));
-  ROFORMER_FIELD(model, max_position_embeddings, "Rows of the rotary sin/cos table (longest sequence)",
+  ROFORMER_FIELD(model, max_position_embeddings,
+                 "Rows of the rotary sin/cos table or of the learned absolute position table (longest sequence)",
                  at_least(1));
+  ROFORMER_FIELD(model, position,
+                 "rotary: RoPE in every attention layer; absolute: learned position embeddings added to the word "
+                 "embeddings (BERT); none: no position information (a control)",
+                 one_of({"rotary", "absolute", "none"}));
   ROFORMER_FIELD(model, type_vocab_size, "Token-type embeddings (Hugging Face default 2); 0 disables",
                  at_least(0));
   ROFORMER_FIELD(model, hidden_dropout, "Dropout on embeddings and sublayer outputs", unit_interval_open_right());
@@ -572,6 +577,8 @@ void validate(const Config& c) {
                      m.embedding_size, m.hidden_size));
   if (m.attention == "linear" && m.rotary_value)
     fail("model.rotary_value is only supported with model.attention: softmax");
+  if (m.position != "rotary" && m.rotary_value)
+    fail("model.rotary_value needs model.position: rotary (got " + m.position + "); set model.rotary_value: false");
   if (m.vocab_size != 0 && m.vocab_size < 6)
     fail(fmt::format("model.vocab_size ({}) must leave room for the 5 special tokens; use 0 to take it from "
                      "the tokenizer", m.vocab_size));

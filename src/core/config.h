@@ -19,7 +19,8 @@ struct ModelConfig {
   int64_t num_heads = 12;                 // N; head dim D = H / N must be even (rotary pairs)
   int64_t intermediate_size = 3072;       // feed-forward inner size
   int64_t embedding_size = 0;             // E; 0: equal to hidden_size; E < H adds an E->H projection
-  int64_t max_position_embeddings = 1536; // rows of the rotary sin/cos table
+  int64_t max_position_embeddings = 1536; // rows of the rotary sin/cos table or the absolute position table
+  std::string position = "rotary";       // rotary | absolute | none
   int64_t type_vocab_size = 2;            // token-type embeddings; 0 disables them
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;

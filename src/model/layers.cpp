@@ -39,18 +39,31 @@ RoFormerEmbeddingsImpl::RoFormerEmbeddingsImpl(const RoFormerOptions& options) :
   word_embeddings = register_module(
       "word_embeddings",
       torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size(), E).padding_idx(options.pad_token_id())));
+  // Registered second, as in HF BertEmbeddings (the order of the state dict and of initialization).
+  if (parse_position(options.position()) == Position::kAbsolute)
+    position_embeddings =
+        register_module("position_embeddings", torch::nn::Embedding(options.max_position_embeddings(), E));
   if (options.type_vocab_size() > 0)
     token_type_embeddings = register_module(
         "token_type_embeddings", torch::nn::Embedding(options.type_vocab_size(), E));
   layer_norm = register_module("LayerNorm", roformer::model::layer_norm(E, options.layer_norm_eps()));
 }
 
-torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
+torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                                              int64_t position_offset) {
   auto x = word_embeddings->forward(input_ids);  // (B, T, E)
   if (token_type_embeddings) {
     // Undefined ids mean all zeros (HF's default): add row 0 by broadcasting instead of a lookup.
     x = token_type_ids.defined() ? x + token_type_embeddings->forward(token_type_ids)
                                  : x + token_type_embeddings->weight[0];
+  }
+  if (position_embeddings) {
+    // Rows offset .. offset+T-1 broadcast over the batch: HF's lookup at position_ids, added after the
+    // token types as HF does (the same rounding).
+    const int64_t T = input_ids.size(1), P = position_embeddings->weight.size(0);
+    TORCH_CHECK(position_offset >= 0 && position_offset + T <= P, "positions ", position_offset, "..",
+                position_offset + T - 1, " outside the ", P, "-row position table");
+    x = x + position_embeddings->weight.narrow(0, position_offset, T);  // (T, E) over (B, T, E)
   }
   x = layer_norm->forward(x);
   return F::dropout(x, F::DropoutFuncOptions().p(options_.hidden_dropout()).training(is_training()));
@@ -59,7 +72,8 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
 // ---- Self-attention -----------------------------------------------------------------------------
 RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options)
     : options_(options), attention_(parse_attention(options.attention())),
-      rotary_impl_(parse_rotary_impl(options.rotary_impl())), fused_qkv_(options.fused_qkv()) {
+      rotary_impl_(parse_rotary_impl(options.rotary_impl())),
+      rotary_(parse_position(options.position()) == Position::kRotary), fused_qkv_(options.fused_qkv()) {
   const int64_t H = options.hidden_size();
   query = register_module("query", torch::nn::Linear(H, H));
   key = register_module("key", torch::nn::Linear(H, H));
@@ -90,7 +104,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
     auto qkv = torch::linear(x, torch::cat({query->weight, key->weight, value->weight}),
                              torch::cat({query->bias, key->bias, value->bias}))
                    .view({B, T, 3, N, D});
-    if (rotary_impl_ == RotaryImpl::kFused && attention_ == Attention::kSoftmax) {
+    if (rotary_ && rotary_impl_ == RotaryImpl::kFused && attention_ == Attention::kSoftmax) {
       // q and k rotated together: one rotation for both (positions along dim 1).
       auto parts = qkv.split_with_sizes({2, 1}, 2);
       auto qk = apply_rotary_fused(parts[0], sin_pos, cos_pos, /*seq_dim=*/1).unbind(2);
@@ -119,14 +133,14 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
     auto fq = torch::elu(q) + 1.0;
     auto fk = torch::elu(k) + 1.0;
     if (mask.defined()) fk = fk * mask.transpose(-1, -2).to(fk.dtype());  // mask (B, 1, T, 1)
-    auto rq = rotate(fq, sin_pos, cos_pos);
-    auto rk = rotate(fk, sin_pos, cos_pos);
+    auto rq = rotary_ ? rotate(fq, sin_pos, cos_pos) : fq;
+    auto rk = rotary_ ? rotate(fk, sin_pos, cos_pos) : fk;
     auto kv = torch::matmul(rk.transpose(-2, -1), v);                       // (B, N, D, D)
     auto numerator = torch::matmul(rq, kv);                                 // (B, N, T, D)
     auto denominator = torch::matmul(fq, fk.sum(-2).unsqueeze(-1));         // (B, N, T, 1)
     context = numerator / denominator.clamp_min(1e-6);
   } else {
-    if (!rotated) {
+    if (rotary_ && !rotated) {
       q = rotate(q, sin_pos, cos_pos);
       k = rotate(k, sin_pos, cos_pos);
     }
@@ -197,9 +211,11 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const torch::Te
 RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options)
     : options_(options), rotary_impl_(parse_rotary_impl(options.rotary_impl())) {
   const int64_t D = options.hidden_size() / options.num_heads();
-  auto positions = group(*this, "embed_positions");
-  embed_positions = positions->register_buffer(
-      "weight", rotary_table(options.max_position_embeddings(), D, options.rotary_base()));
+  if (parse_position(options.position()) == Position::kRotary) {
+    auto positions = group(*this, "embed_positions");
+    embed_positions = positions->register_buffer(
+        "weight", rotary_table(options.max_position_embeddings(), D, options.rotary_base()));
+  }
   layers = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_layers(); ++i) layers->push_back(RoFormerLayer(options));
   if (parse_norm(options.norm()) == Norm::kPre)
@@ -207,8 +223,9 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options)
 }
 
 torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
-  auto [sin_pos, cos_pos] = rotary_sin_cos(embed_positions, x.size(1));  // (T, D) each
-  if (rotary_impl_ != RotaryImpl::kFused) {  // fused rotates in fp32
+  torch::Tensor sin_pos, cos_pos;  // (T, D) each; undefined without rotary positions
+  if (embed_positions.defined()) std::tie(sin_pos, cos_pos) = rotary_sin_cos(embed_positions, x.size(1));
+  if (embed_positions.defined() && rotary_impl_ != RotaryImpl::kFused) {  // fused rotates in fp32
     sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
     cos_pos = cos_pos.to(rotary_dtype(x));
   }

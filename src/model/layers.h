@@ -1,10 +1,12 @@
 // The building blocks of RoFormer, named and nested exactly like Hugging Face's
 // modeling_roformer.py so that `named_parameters()` yields HF's state_dict keys:
-//   RoFormerEmbeddings    -> roformer.embeddings.{word_embeddings, token_type_embeddings, LayerNorm}
+//   RoFormerEmbeddings    -> roformer.embeddings.{word_embeddings, position_embeddings (absolute only),
+//                                                 token_type_embeddings, LayerNorm}
 //   RoFormerSelfAttention -> ...layer.L.attention.self.{query, key, value}
 //   RoFormerLayer         -> ...layer.L.{attention.output.{dense, LayerNorm}, intermediate.dense,
 //                                        output.{dense, LayerNorm}}
-//   RoFormerEncoder       -> roformer.encoder.{embed_positions.weight (buffer), layer.L, final_layer_norm}
+//   RoFormerEncoder       -> roformer.encoder.{embed_positions.weight (buffer, rotary only), layer.L,
+//                                              final_layer_norm}
 //   RoFormerLMHead        -> cls.predictions.{bias, transform.{dense, LayerNorm}}
 // Dimensions: B batch, T sequence, H hidden, E embedding, V vocab, N heads, D head dim, I inner.
 #pragma once
@@ -33,10 +35,14 @@ torch::Tensor activation(const torch::Tensor& x, Activation act);
 class RoFormerEmbeddingsImpl : public torch::nn::Module {
  public:
   explicit RoFormerEmbeddingsImpl(const RoFormerOptions& options);
-  // input_ids, token_type_ids: (B, T) -> (B, T, E). LayerNorm(word + token_type), then dropout.
-  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids = {});
+  // input_ids, token_type_ids: (B, T) -> (B, T, E). LayerNorm(word + token_type [+ position]), then
+  // dropout, as HF BertEmbeddings. With absolute positions token t takes row position_offset + t of
+  // the position table (HF's position_ids; the offset exists for tests of shifted positions).
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids = {},
+                        int64_t position_offset = 0);
 
   torch::nn::Embedding word_embeddings{nullptr};        // (V, E), padding_idx = pad_token_id
+  torch::nn::Embedding position_embeddings{nullptr};    // (P, E) learned; null unless position absolute
   torch::nn::Embedding token_type_embeddings{nullptr};  // (type_vocab_size, E); null when 0
   torch::nn::LayerNorm layer_norm{nullptr};             // HF name "LayerNorm"
 
@@ -49,7 +55,8 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit RoFormerSelfAttentionImpl(const RoFormerOptions& options);
   // x: (B, T, H); mask: (B, 1, 1, T) bool, true = key is a token, or undefined (no padding);
-  // sin_pos, cos_pos: (T, D). Returns the per-head context merged back to (B, T, H).
+  // sin_pos, cos_pos: (T, D), undefined unless position rotary. Returns the per-head context merged
+  // back to (B, T, H).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, const torch::Tensor& sin_pos,
                         const torch::Tensor& cos_pos);
 
@@ -66,6 +73,7 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
   RoFormerOptions options_;
   Attention attention_;
   RotaryImpl rotary_impl_;
+  bool rotary_;  // position rotary: q and k (and v with rotary_value) are rotated
   bool fused_qkv_;
 };
 TORCH_MODULE(RoFormerSelfAttention);
@@ -96,10 +104,12 @@ TORCH_MODULE(RoFormerLayer);
 class RoFormerEncoderImpl : public torch::nn::Module {
  public:
   explicit RoFormerEncoderImpl(const RoFormerOptions& options);
-  // x: (B, T, H); mask: (B, 1, 1, T) bool or undefined. The rotary table is sliced to T.
+  // x: (B, T, H); mask: (B, 1, 1, T) bool or undefined. The rotary table is sliced to T (position
+  // rotary; otherwise the layers get no tables).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
 
-  torch::Tensor embed_positions;                  // (P, D) sin|cos table, buffer (HF embed_positions.weight)
+  torch::Tensor embed_positions;                  // (P, D) sin|cos table, buffer (HF embed_positions.weight);
+                                                  // undefined unless position rotary
   torch::nn::ModuleList layers{nullptr};          // "layer"
   torch::nn::LayerNorm final_layer_norm{nullptr};  // pre-LN only
 

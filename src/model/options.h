@@ -27,8 +27,12 @@ struct RoFormerOptions {
   TORCH_ARG(int64_t, intermediate_size) = 3072;
   /// E: embedding size (resolved, never 0). E != H adds the E -> H `embeddings_project` Linear.
   TORCH_ARG(int64_t, embedding_size) = 768;
-  /// Rows of the rotary sin/cos table: the longest sequence the model accepts.
+  /// Rows of the rotary sin/cos table or of the learned absolute position table: the longest
+  /// sequence the model accepts (no limit with position "none").
   TORCH_ARG(int64_t, max_position_embeddings) = 1536;
+  /// "rotary" (RoPE in every attention layer), "absolute" (BERT's learned position embeddings added
+  /// to the word embeddings) or "none" (no position information: the control).
+  TORCH_ARG(std::string, position) = "rotary";
   /// Token-type embedding rows; 0 disables the token-type embedding.
   TORCH_ARG(int64_t, type_vocab_size) = 2;
   /// Dropout after the embeddings, the attention output and the feed-forward output.
@@ -67,10 +71,12 @@ struct RoFormerOptions {
 
 // The enumerated options, parsed once (validate_options, the module constructors) so that no forward
 // compares strings. Each parser throws roformer::Error naming the option and the accepted values.
+enum class Position { kRotary, kAbsolute, kNone };
 enum class Norm { kPost, kPre };
 enum class Attention { kSoftmax, kLinear };
 enum class Activation { kGelu, kGeluTanh, kRelu };
 enum class RotaryImpl { kElementwise, kFused, kMatrix };
+Position parse_position(const std::string& name);
 Norm parse_norm(const std::string& name);
 Attention parse_attention(const std::string& name);
 Activation parse_activation(const std::string& name);

@@ -33,9 +33,11 @@ void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
 }
 
 struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
-  // mask is optional: Function::apply refuses an undefined tensor argument (unpadded batches).
+  // mask, sin_pos and cos_pos are optional: Function::apply refuses an undefined tensor argument
+  // (unpadded batches; no rotary positions).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const std::optional<torch::Tensor>& mask,
-                               const torch::Tensor& sin_pos, const torch::Tensor& cos_pos, int64_t layer_address) {
+                               const std::optional<torch::Tensor>& sin_pos, const std::optional<torch::Tensor>& cos_pos,
+                               int64_t layer_address) {
     // Function::apply already disables grad mode here: no activations are kept.
     ctx->saved_data["layer"] = layer_address;
     // The recompute runs in backward, outside the caller's autocast region: replay this state.
@@ -45,9 +47,10 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["cpu_rng"] = get_rng_state(torch::kCPU);
     if (x.is_cuda()) ctx->saved_data["device_rng"] = get_rng_state(x.device());
     ctx->saved_data["mask"] = mask;  // no gradient; kept as is
-    ctx->save_for_backward({x, sin_pos, cos_pos});
+    const auto sin_t = sin_pos.value_or(torch::Tensor()), cos_t = cos_pos.value_or(torch::Tensor());
+    ctx->save_for_backward({x, sin_t, cos_t});  // undefined tables are saved (and restored) as undefined
     auto* layer = reinterpret_cast<RoFormerLayerImpl*>(layer_address);
-    return layer->forward(x, mask.value_or(torch::Tensor()), sin_pos, cos_pos);
+    return layer->forward(x, mask.value_or(torch::Tensor()), sin_t, cos_t);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -85,8 +88,9 @@ torch::Tensor checkpointed_layer_forward(const std::shared_ptr<RoFormerLayerImpl
                                          const torch::Tensor& mask, const torch::Tensor& sin_pos,
                                          const torch::Tensor& cos_pos) {
   // The layer outlives the graph (it belongs to the model), so its address is enough to find it.
-  return CheckpointedLayer::apply(x, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, sin_pos,
-                                  cos_pos, reinterpret_cast<int64_t>(layer.get()));
+  auto optional = [](const torch::Tensor& t) { return t.defined() ? std::optional<torch::Tensor>(t) : std::nullopt; };
+  return CheckpointedLayer::apply(x, optional(mask), optional(sin_pos), optional(cos_pos),
+                                  reinterpret_cast<int64_t>(layer.get()));
 }
 
 }  // namespace roformer::model

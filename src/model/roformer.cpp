@@ -37,6 +37,7 @@ RoFormerOptions options_from_config(const config::ModelConfig& m, int64_t vocab_
       .intermediate_size(m.intermediate_size)
       .embedding_size(config::effective_embedding_size(m))
       .max_position_embeddings(m.max_position_embeddings)
+      .position(m.position)
       .type_vocab_size(m.type_vocab_size)
       .hidden_dropout(m.hidden_dropout)
       .attention_dropout(m.attention_dropout)
@@ -63,10 +64,19 @@ void validate_options(const RoFormerOptions& o) {
     bad("head dim hidden_size/num_heads = " + std::to_string(o.hidden_size() / o.num_heads()) +
         " must be even for rotary pairs");
   if (o.pad_token_id() < 0 || o.pad_token_id() >= o.vocab_size()) bad("pad_token_id outside the vocabulary");
+  if (parse_position(o.position()) != Position::kRotary && o.rotary_value())
+    bad("rotary_value needs position rotary, got " + o.position());
   parse_norm(o.norm());
   parse_attention(o.attention());
   parse_activation(o.hidden_act());
   parse_rotary_impl(o.rotary_impl());
+}
+
+Position parse_position(const std::string& name) {
+  if (name == "rotary") return Position::kRotary;
+  if (name == "absolute") return Position::kAbsolute;
+  if (name == "none") return Position::kNone;
+  throw Error("invalid model options: position must be rotary, absolute or none, got " + name);
 }
 
 Norm parse_norm(const std::string& name) {
@@ -105,7 +115,8 @@ void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
                 std::to_string(vocab_size) + ") (does the tokenizer match model.vocab_size?)");
 }
 
-RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options) : options_(options) {
+RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options)
+    : options_(options), position_(parse_position(options.position())) {
   validate_options(options_);
   auto roformer = register_module("roformer", std::make_shared<torch::nn::Module>());
   embeddings = roformer->register_module("embeddings", RoFormerEmbeddings(options_));
@@ -143,9 +154,12 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be (B, T), got ", input_ids.sizes());
   TORCH_CHECK(input_ids.scalar_type() == torch::kLong, "input_ids must be int64");
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
-  if (T > options_.max_position_embeddings())
+  // The rotary table and the learned absolute table both have max_position_embeddings rows; with no
+  // position information nothing limits T.
+  if (T > options_.max_position_embeddings() && position_ != Position::kNone)
     throw Error("sequence length " + std::to_string(T) + " exceeds model.max_position_embeddings " +
                 std::to_string(options_.max_position_embeddings()) +
+                (position_ == Position::kAbsolute ? " (the rows of the learned absolute position table)" : "") +
                 " (lower data.max_seq_len or raise model.max_position_embeddings)");
   // No read back from an accelerator here: callers check their host batch before the copy.
   if (input_ids.is_cpu()) check_token_ids(input_ids, options_.vocab_size());
@@ -194,7 +208,7 @@ torch::Tensor RoFormerForMaskedLMImpl::forward_sparse(const torch::Tensor& input
 
 std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::hf_named_parameters() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  bool positions_added = false;
+  bool positions_added = !encoder->embed_positions.defined();  // no rotary table: nothing to add
   for (const auto& p : named_parameters()) {
     if (!positions_added && p.key().rfind("roformer.encoder.", 0) == 0) {
       out.emplace_back(kPositions, encoder->embed_positions);

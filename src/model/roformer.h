@@ -3,6 +3,8 @@
 // (docs/model.md has the table). Data flow, top to bottom:
 //   input_ids (B, T) -> embeddings (B, T, E) [-> embeddings_project (B, T, H)]
 //   -> encoder: num_layers x RoFormerLayer with rotary self-attention (B, T, H)
+// model.position picks where position information enters: rotary (above), absolute (learned rows
+// added in the embeddings, as BERT) or none.
 //   -> MLM head: dense H->E, act, LayerNorm(E), decoder E->V tied to the word embedding, + bias.
 // Training uses forward_sparse: the head runs only at the P predicted positions, logits (P, V).
 #pragma once
@@ -50,7 +52,8 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // Parameters under Hugging Face RoFormerForMaskedLM state_dict names, in HF's order. Tied tensors
   // appear under every HF key that holds them: cls.predictions.decoder.weight is the word embedding,
   // cls.predictions.decoder.bias is cls.predictions.bias. Also lists the rotary table buffer as
-  // roformer.encoder.embed_positions.weight. Pre-LN adds roformer.encoder.final_layer_norm.* (no HF
+  // roformer.encoder.embed_positions.weight (position rotary only; absolute has the learned
+  // roformer.embeddings.position_embeddings.weight instead, BERT's bert.embeddings.position_embeddings). Pre-LN adds roformer.encoder.final_layer_norm.* (no HF
   // equivalent). The tensors are the live ones (not copies).
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
   // Loads tensors by HF names (copy_ under NoGradGuard, converting dtype). The alias keys
@@ -79,6 +82,7 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   void init_weights();
   bool decays(const std::string& name, bool include_embeddings) const;
   RoFormerOptions options_;
+  Position position_;
 };
 TORCH_MODULE(RoFormerForMaskedLM);
 

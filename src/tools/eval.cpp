@@ -49,6 +49,18 @@ class TempPrepared {
   fs::path dir_;
 };
 
+// --seq-len: the rotary table and the learned absolute table have model.max_position_embeddings rows;
+// without positions any length runs.
+int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
+  if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
+                                           "or more", seq_len));
+  if (seq_len > m.max_position_embeddings && m.position != "none")
+    throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its {} position "
+                            "table has no rows beyond); evaluate at {} or fewer tokens",
+                            seq_len, m.max_position_embeddings, m.position, m.max_position_embeddings));
+  return seq_len;
+}
+
 }  // namespace
 
 int run_eval(const EvalRequest& req) {
@@ -70,6 +82,7 @@ int run_eval(const EvalRequest& req) {
   }
   config::Config cfg = ck.config;
   if (req.mask_prob > 0) cfg.masking.mask_prob = req.mask_prob;
+  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, cfg.model);
   auto opts = data::loader_options_from_config(cfg, req.batch_size);
   opts.num_workers = 0;
   opts.pin_memory = device.is_cuda();
@@ -87,16 +100,20 @@ int run_eval(const EvalRequest& req) {
   std::cerr << fmt::format(
       "checkpoint      {} (step {})\n"
       "data            {}\n"
-      "sequences       {} x {} tokens, {} predicted (mask_prob {}, seed {})\n"
+      "sequences       {} x {} tokens{}, {} predicted (mask_prob {}, seed {})\n"
       "MLM accuracy    {:.4f}   (top-5 {:.4f})\n"
       "loss            {:.4f}   (perplexity {:.2f})\n"
       "throughput      {:.0f} tokens/s on {} ({:.2f}s)\n",
-      ck.dir, step, data_desc, r.n_sequences, cfg.data.max_seq_len, r.n_predicted, cfg.masking.mask_prob, req.seed,
+      ck.dir, step, data_desc, r.n_sequences, cfg.data.max_seq_len,
+      cfg.data.max_seq_len != ck.config.data.max_seq_len ? fmt::format(" (trained at {})", ck.config.data.max_seq_len)
+                                                         : std::string(),
+      r.n_predicted, cfg.masking.mask_prob, req.seed,
       r.accuracy, r.top5_accuracy, r.loss, r.perplexity, tokens_per_s, device.str(), r.seconds);
   if (req.json) {
     nlohmann::json rec = {{"checkpoint", ck.dir}, {"step", step}, {"accuracy", r.accuracy},
                           {"top5_accuracy", r.top5_accuracy}, {"loss", r.loss}, {"perplexity", r.perplexity},
                           {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"n_tokens", r.n_tokens},
+                          {"seq_len", cfg.data.max_seq_len}, {"train_seq_len", ck.config.data.max_seq_len},
                           {"mask_prob", cfg.masking.mask_prob}, {"seed", req.seed}, {"batch_size", req.batch_size},
                           {"tokens_per_s", tokens_per_s}, {"seconds", r.seconds}};
     std::cout << rec.dump() << std::endl;

@@ -15,6 +15,7 @@ struct EvalRequest {
   int64_t seed = 0;
   int64_t batch_size = 32;
   int64_t max_sequences = 0;       // 0: every sequence
+  int64_t seq_len = 0;             // T of the evaluated sequences; 0: the checkpoint's data.max_seq_len
   std::string device = "auto";
   bool json = false;               // also print one JSON record on stdout
 };

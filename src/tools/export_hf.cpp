@@ -133,6 +133,9 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
     throw Error("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer is post-LayerNorm only, so an "
                 "export would load there and compute something else. Export is refused; keep using `roformer eval` "
                 "and `fill-mask` for this model");
+  if (m.position != "rotary")
+    throw Error("this model uses model.position: " + m.position + "; Hugging Face's RoFormer has rotary positions "
+                "only, so export is refused");
   if (m.attention != "softmax")
     throw Error("this model uses linear attention (model.attention: linear), which Hugging Face's RoFormer does not "
                 "have; export is refused");

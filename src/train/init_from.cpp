@@ -132,6 +132,7 @@ void check_init_architecture(const InitSource& source, const config::Config& con
       {"model.intermediate_size", v(ours.intermediate_size), v(theirs.intermediate_size)},
       {"model.embedding_size", v(config::effective_embedding_size(ours)), v(config::effective_embedding_size(theirs))},
       {"model.max_position_embeddings", v(ours.max_position_embeddings), v(theirs.max_position_embeddings)},
+      {"model.position", ours.position, theirs.position},
       {"model.type_vocab_size", v(ours.type_vocab_size), v(theirs.type_vocab_size)},
       {"model.layer_norm_eps", v(ours.layer_norm_eps), v(theirs.layer_norm_eps)},
       {"model.rotary_base", v(ours.rotary_base), v(theirs.rotary_base)},

@@ -28,6 +28,14 @@ std::string model_yaml(const std::string& norm) {
          "  max_position_embeddings: 48\n  hidden_dropout: 0.0\n  attention_dropout: 0.0\n  norm: " + norm + "\n";
 }
 
+// A two-step CPU run on `train` (for the export refusals).
+std::string two_step_yaml(const std::string& norm, const std::string& train) {
+  return model_yaml(norm) + "tokenizer:\n  vocab_size: 100\n"
+         "data:\n  train_files: [" + train + "]\n  max_seq_len: 32\n"
+         "schedule:\n  warmup_steps: 1\ntrain:\n  steps: 2\n  batch_size: 4\n  precision: fp32\n  device: cpu\n"
+         "logging:\n  progress: plain\n";
+}
+
 // One run on the synthetic grammar, trained once for the whole suite.
 class ToolsTest : public ::testing::Test {
  protected:
@@ -78,6 +86,27 @@ TEST_F(ToolsTest, EvalFiguresDoNotDependOnBatchSizeOrRepetition) {
   // Another seed draws other masks.
   auto e = eval_json("--seed 9");
   EXPECT_NE(e["accuracy"], a["accuracy"]);
+}
+
+// --seq-len: evaluate at another length than the training one (32), up to the 48 rows of the rotary
+// table; the report shows the length used.
+TEST_F(ToolsTest, EvalAtAnotherSequenceLength) {
+  auto j = eval_json("--data " + tmp_->str("train.txt") + " --seq-len 48 --max-sequences 8");
+  EXPECT_EQ(j["seq_len"], 48);
+  EXPECT_EQ(j["train_seq_len"], 32);
+  EXPECT_EQ(j["n_sequences"], 8);
+  auto r = run_roformer("eval --device cpu --checkpoint " + run_ + " --data " + tmp_->str("train.txt") +
+                        " --seq-len 48 --max-sequences 8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("8 x 48 tokens (trained at 32)"), std::string::npos) << r.output;
+  r = run_roformer("eval --device cpu --checkpoint " + run_ + " --seq-len 49");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--seq-len 49 exceeds model.max_position_embeddings 48 of this checkpoint (its rotary "
+                          "position table"),
+            std::string::npos) << r.output;
+  r = run_roformer("eval --device cpu --checkpoint " + run_ + " --seq-len 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--seq-len 2 is too short"), std::string::npos) << r.output;
 }
 
 TEST_F(ToolsTest, TrainedModelBeatsUnigramBaseline) {
@@ -283,16 +312,46 @@ TEST_F(ToolsTest, ExportedModelFillsMasksAsRoformerDoes) {
 TEST(ToolsExport, PreLayerNormIsRefused) {
   TempDir tmp;
   write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 5));
-  write_file(tmp.str("pre.yaml"), model_yaml("pre") + "tokenizer:\n  vocab_size: 100\n"
-             "data:\n  train_files: [" + tmp.str("train.txt") + "]\n  max_seq_len: 32\n"
-             "schedule:\n  warmup_steps: 1\ntrain:\n  steps: 2\n  batch_size: 4\n  precision: fp32\n  device: cpu\n"
-             "logging:\n  progress: plain\n");
+  write_file(tmp.str("pre.yaml"), two_step_yaml("pre", tmp.str("train.txt")));
   ASSERT_EQ(run_roformer("train -c " + tmp.str("pre.yaml") + " --run-dir " + tmp.str("run")).exit_code, 0);
   auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("pre-LayerNorm"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Export is refused"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(tmp.str("hf/model.safetensors")));
+}
+
+// Hugging Face's RoFormer has rotary positions only: absolute and none models are refused by name.
+// Their evaluation at a longer length than the table is refused (absolute) or runs (none).
+TEST(ToolsExport, PositionOtherThanRotaryIsRefused) {
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 5));
+  write_file(tmp.str("run.yaml"), two_step_yaml("post", tmp.str("train.txt")));
+  for (const std::string position : {"absolute", "none"}) {
+    SCOPED_TRACE(position);
+    const auto run = tmp.str("run_" + position), out = tmp.str("hf_" + position);
+    auto trained = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + run + " --set model.position=" + position);
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    auto r = run_roformer("export --checkpoint " + run + " --out " + out);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("this model uses model.position: " + position +
+                            "; Hugging Face's RoFormer has rotary positions only, so export is refused"),
+              std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+    // Evaluation beyond the 48 positions: the learned table has no rows there; without positions
+    // any length runs.
+    auto beyond = run_roformer("eval --device cpu --checkpoint " + run + " --data " + tmp.str("train.txt") +
+                               " --seq-len 64 --max-sequences 4");
+    if (position == "absolute") {
+      EXPECT_EQ(beyond.exit_code, 1);
+      EXPECT_NE(beyond.output.find("--seq-len 64 exceeds model.max_position_embeddings 48 of this checkpoint (its "
+                                   "absolute position table"),
+                std::string::npos) << beyond.output;
+    } else {
+      EXPECT_EQ(beyond.exit_code, 0) << beyond.output;
+      EXPECT_NE(beyond.output.find("4 x 64 tokens (trained at 32)"), std::string::npos) << beyond.output;
+    }
+  }
 }
 
 // A model overfit to a few sentences fills the mask with the right word.

@@ -106,6 +106,32 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
             roformer::core::file_checksum(ckpt("b", 12) + "/model.safetensors"));
 }
 
+// Each model.position trains and resumes exactly (rotary, the default, is the test above). The
+// checkpoint holds the option's own position parameters.
+TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
+  for (const std::string position : {"absolute", "none"}) {
+    SCOPED_TRACE(position);
+    const std::string a = position + "_a", b = position + "_b";
+    auto first = train(a, "--set model.position=" + position + " --set train.steps=6 --set checkpoint.every=3 "
+                       "--set eval.every=3 --set schedule.warmup_steps=2");
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    fs::copy(tmp_.str(a), tmp_.str(b), fs::copy_options::recursive);
+    fs::remove_all(ckpt(b, 6));
+    auto second = run_roformer("train --run-dir " + tmp_.str(b) + " --resume auto");
+    ASSERT_EQ(second.exit_code, 0) << second.output;
+    EXPECT_NE(second.output.find("resumed from " + ckpt(b, 3) + " at step 3"), std::string::npos) << second.output;
+    auto ma = metrics(a), mb = metrics(b);
+    ASSERT_EQ(mb.size(), 6u);
+    for (int64_t s = 4; s <= 6; ++s) EXPECT_EQ(ma[s]["loss"].dump(), mb[s]["loss"].dump()) << "step " << s;
+    EXPECT_LT(ma[6]["loss"].get<double>(), ma[1]["loss"].get<double>());  // it trains
+    EXPECT_EQ(roformer::core::file_checksum(ckpt(a, 6) + "/model.safetensors"),
+              roformer::core::file_checksum(ckpt(b, 6) + "/model.safetensors"));
+    const auto weights = roformer::core::load_safetensors(ckpt(a, 6) + "/model.safetensors");
+    EXPECT_EQ(weights.count("roformer.embeddings.position_embeddings.weight"), position == "absolute" ? 1u : 0u);
+    EXPECT_EQ(weights.count("roformer.encoder.embed_positions.weight"), 0u);
+  }
+}
+
 // optimizer.fused (at::_fused_adamw_, the default) and the torch::optim::AdamW loop keep the same
 // state in optimizer.pt: a run saved by one resumes on the other and continues to float rounding.
 TEST_F(TrainTest, ResumeSwitchesBetweenFusedAndLoopAdamW) {

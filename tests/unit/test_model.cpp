@@ -12,6 +12,7 @@
 #include "model/autocast.h"
 #include "model/flops.h"
 #include "model/roformer.h"
+#include "model_util.h"
 #include "test_util.h"
 
 namespace {
@@ -19,20 +20,7 @@ namespace {
 using namespace roformer::model;
 using roformer::test::error_of;
 
-RoFormerOptions tiny(const std::string& norm = "post") {
-  return RoFormerOptions()
-      .vocab_size(50)
-      .hidden_size(32)
-      .num_layers(2)
-      .num_heads(4)
-      .intermediate_size(48)
-      .embedding_size(32)
-      .max_position_embeddings(32)
-      .hidden_dropout(0.0)
-      .attention_dropout(0.0)
-      .initializer_range(0.1)
-      .norm(norm);
-}
+RoFormerOptions tiny(const std::string& norm = "post") { return roformer::test::tiny_model_options().norm(norm); }
 
 struct Batch {
   torch::Tensor ids, mask, types;

@@ -1,0 +1,208 @@
+// model.position (src/model/options.h): rotary, absolute (BERT's learned position embeddings) and none.
+// Each builds, runs forward and backward; absolute has HF BertEmbeddings' table and refuses sequences
+// beyond it; rotary attention scores depend only on relative position, absolute ones do not; without
+// positions the model is permutation-equivariant. The rotary default stays HF RoFormer
+// (test_model_golden); training and exact resume per option are in tests/integration/test_train.cpp.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "model/roformer.h"
+#include "model/rotary.h"
+#include "model_util.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace roformer::model;
+using roformer::test::error_of;
+
+constexpr int64_t kPositions = 32;  // P: rows of the position tables
+constexpr const char* kAbsoluteName = "roformer.embeddings.position_embeddings.weight";
+constexpr const char* kRotaryName = "roformer.encoder.embed_positions.weight";
+
+RoFormerOptions tiny(const std::string& position) {
+  return roformer::test::tiny_model_options().max_position_embeddings(kPositions).position(position);
+}
+
+std::map<std::string, torch::Tensor> hf_names(const RoFormerForMaskedLM& model) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, t] : model->hf_named_parameters()) out.emplace(name, t);
+  return out;
+}
+
+// Pre-softmax attention scores q k^T / sqrt(D) of layer 0 for token ids (1, T) whose positions start
+// at `offset`: absolute shifts the rows of the learned table, rotary the rows of the sin/cos table.
+torch::Tensor layer0_scores(RoFormerForMaskedLM& model, const torch::Tensor& ids, int64_t offset) {
+  const int64_t T = ids.size(1), N = model->options().num_heads(), D = model->options().hidden_size() / N;
+  auto x = model->embeddings->forward(ids, {}, model->embeddings->position_embeddings ? offset : 0);  // (1, T, H)
+  auto attention = std::dynamic_pointer_cast<RoFormerLayerImpl>(model->encoder->layers->ptr(0))->self_attention;
+  auto heads = [&](const torch::Tensor& t) { return t.view({1, T, N, D}).transpose(1, 2); };  // (1, N, T, D)
+  auto q = heads(attention->query->forward(x)), k = heads(attention->key->forward(x));
+  if (model->encoder->embed_positions.defined()) {
+    auto table = model->encoder->embed_positions;  // (P, D)
+    auto [sin_pos, cos_pos] = rotary_sin_cos(table.narrow(0, offset, table.size(0) - offset), T);  // rows offset..
+    q = apply_rotary(q, sin_pos, cos_pos);
+    k = apply_rotary(k, sin_pos, cos_pos);
+  }
+  return torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));  // (1, N, T, T)
+}
+
+TEST(Position, ParsesAndRefusesUnknownValues) {
+  EXPECT_EQ(parse_position("rotary"), Position::kRotary);
+  EXPECT_EQ(parse_position("absolute"), Position::kAbsolute);
+  EXPECT_EQ(parse_position("none"), Position::kNone);
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny("sinusoidal")); })
+                .find("position must be rotary, absolute or none, got sinusoidal"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny("absolute").rotary_value(true)); })
+                .find("rotary_value needs position rotary, got absolute"),
+            std::string::npos);
+  EXPECT_EQ(RoFormerOptions().position(), "rotary");
+}
+
+TEST(Position, ConfigKeyDefaultsToRotaryAndNamesTheAcceptedValues) {
+  namespace config = roformer::config;
+  EXPECT_EQ(config::parse_config("").model.position, "rotary");
+  const auto c = config::parse_config("model:\n  position: absolute\n");
+  EXPECT_EQ(c.model.position, "absolute");
+  EXPECT_EQ(options_from_config(c.model, 100).position(), "absolute");
+  auto msg = error_of([] { config::parse_config("model:\n  position: learned\n"); });
+  EXPECT_NE(msg.find("model.position = 'learned' is not allowed: choose one of rotary, absolute, none"),
+            std::string::npos) << msg;
+  msg = error_of([] { config::parse_config("model:\n  position: none\n  rotary_value: true\n"); });
+  EXPECT_NE(msg.find("model.rotary_value needs model.position: rotary (got none)"), std::string::npos) << msg;
+}
+
+// absolute: one learned (P, E) table under BERT's name (HF BertForMaskedLM calls it
+// bert.embeddings.position_embeddings.weight), initialized N(0, initializer_range), no rotary table.
+// none: neither table. rotary: the sin/cos buffer only (not a trainable parameter).
+TEST(Position, ParametersOfEachOption) {
+  torch::manual_seed(0);
+  RoFormerForMaskedLM rotary(tiny("rotary")), absolute(tiny("absolute")), none(tiny("none"));
+  auto r = hf_names(rotary), a = hf_names(absolute), n = hf_names(none);
+  EXPECT_TRUE(r.count(kRotaryName) && !r.count(kAbsoluteName));
+  EXPECT_TRUE(!a.count(kRotaryName) && a.count(kAbsoluteName));
+  EXPECT_TRUE(!n.count(kRotaryName) && !n.count(kAbsoluteName));
+  EXPECT_EQ(a.size(), r.size());
+  EXPECT_EQ(n.size(), r.size() - 1);
+  const auto& table = a.at(kAbsoluteName);
+  EXPECT_EQ(table.sizes(), (std::vector<int64_t>{kPositions, 32}));
+  EXPECT_TRUE(table.requires_grad());
+  EXPECT_NEAR(table.std().item<double>(), 0.1, 0.01);  // initializer_range
+  EXPECT_NEAR(table.mean().item<double>(), 0.0, 0.02);
+  EXPECT_EQ(absolute->num_parameters(), rotary->num_parameters() + kPositions * 32);
+  EXPECT_EQ(none->num_parameters(), rotary->num_parameters());
+  // The table decays with the other embeddings, and only then.
+  auto holds = [&](const std::vector<torch::Tensor>& group) {
+    for (const auto& t : group)
+      if (t.is_same(table)) return true;
+    return false;
+  };
+  EXPECT_TRUE(holds(absolute->decay_parameters(true)) && !holds(absolute->decay_parameters(false)));
+  // A state dict round-trips, and one without the table is refused by name.
+  RoFormerForMaskedLM other(tiny("absolute"));
+  std::map<std::string, torch::Tensor> state;
+  for (const auto& [name, t] : a) state[name] = t.detach().clone();
+  other->load_hf_state_dict(state);
+  EXPECT_TRUE(torch::equal(hf_names(other).at(kAbsoluteName), table));
+  state.erase(kAbsoluteName);
+  EXPECT_NE(error_of([&] { other->load_hf_state_dict(state); }).find(std::string("missing key ") + kAbsoluteName),
+            std::string::npos);
+}
+
+// Every option with each attention, norm and gradient checkpointing: a finite loss, and every
+// trainable parameter gets a gradient. With absolute, exactly the rows of positions 0..T-1 do.
+TEST(Position, EachOptionRunsForwardAndBackward) {
+  const int64_t B = 3, T = 10;
+  for (const std::string position : {"rotary", "absolute", "none"})
+    for (const std::string attention : {"softmax", "linear"})
+      for (const std::string norm : {"post", "pre"})
+        for (bool checkpointing : {false, true}) {
+          SCOPED_TRACE(position + " " + attention + " " + norm + (checkpointing ? " checkpointed" : ""));
+          torch::manual_seed(3);
+          RoFormerForMaskedLM model(
+              tiny(position).attention(attention).norm(norm).gradient_checkpointing(checkpointing));
+          model->train();
+          auto ids = torch::randint(1, 50, {B, T}, torch::kLong);
+          auto mask = torch::ones({B, T}, torch::kLong);
+          mask.index_put_({1, torch::indexing::Slice(T - 3, torch::indexing::None)}, 0);
+          auto logits = model->forward(ids, mask);  // (B, T, V)
+          ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{B, T, 50}));
+          auto loss = torch::nn::functional::cross_entropy(logits.view({-1, 50}), ids.view({-1}));
+          ASSERT_TRUE(std::isfinite(loss.item<double>()));
+          loss.backward();
+          for (const auto& p : model->named_parameters())
+            EXPECT_TRUE(p.value().grad().defined()) << p.key();
+          if (position == "absolute") {
+            auto grad = model->embeddings->position_embeddings->weight.grad();  // (P, E)
+            auto row_norms = grad.abs().sum(1);
+            EXPECT_TRUE((row_norms.narrow(0, 0, T) > 0).all().item<bool>());
+            EXPECT_EQ(row_norms.narrow(0, T, kPositions - T).sum().item<double>(), 0.0);
+          }
+        }
+}
+
+// RoPE (paper eq. 16): q_m^T R_{n-m} k_n depends on n - m only, so shifting every position by a
+// constant leaves the scores unchanged up to float rounding. Learned absolute positions give other
+// scores for other rows of the table.
+TEST(Position, RotaryScoresDependOnRelativePositionOnlyAbsoluteOnesDoNot) {
+  const int64_t T = 12;
+  torch::manual_seed(5);
+  auto ids = torch::randint(1, 50, {1, T}, torch::kLong);
+  RoFormerForMaskedLM rotary(tiny("rotary")), absolute(tiny("absolute"));
+  torch::NoGradGuard no_grad;
+  for (int64_t shift : {int64_t{1}, int64_t{7}, kPositions - T}) {
+    SCOPED_TRACE("shift " + std::to_string(shift));
+    auto r0 = layer0_scores(rotary, ids, 0), rs = layer0_scores(rotary, ids, shift);
+    EXPECT_TRUE(torch::allclose(r0, rs, 1e-4, 1e-5)) << "max diff " << (r0 - rs).abs().max().item<double>();
+    auto a0 = layer0_scores(absolute, ids, 0), as = layer0_scores(absolute, ids, shift);
+    EXPECT_GT((a0 - as).abs().max().item<double>(), 1e-2);
+  }
+  // The unshifted scores are those of the model's own forward path (offset 0).
+  auto embedded = absolute->embeddings->forward(ids);
+  EXPECT_TRUE(torch::equal(embedded, absolute->embeddings->forward(ids, {}, 0)));
+  EXPECT_FALSE(torch::allclose(embedded, absolute->embeddings->forward(ids, {}, 1)));
+}
+
+// With no position information, softmax attention is permutation-equivariant: permuting the tokens
+// permutes the logits. Rotary and absolute positions break that (the check can fail).
+TEST(Position, NoneIsPermutationEquivariantTheOthersAreNot) {
+  const int64_t T = 9;
+  torch::manual_seed(9);
+  auto ids = torch::randint(1, 50, {2, T}, torch::kLong);
+  auto perm = torch::randperm(T, torch::kLong);
+  torch::NoGradGuard no_grad;
+  for (const std::string position : {"none", "rotary", "absolute"}) {
+    SCOPED_TRACE(position);
+    RoFormerForMaskedLM model(tiny(position));
+    model->eval();
+    auto logits = model->forward(ids);                          // (B, T, V)
+    auto permuted = model->forward(ids.index_select(1, perm));  // (B, T, V)
+    const bool equivariant = torch::allclose(permuted, logits.index_select(1, perm), 1e-4, 1e-5);
+    EXPECT_EQ(equivariant, position == "none")
+        << "max diff " << (permuted - logits.index_select(1, perm)).abs().max().item<double>();
+  }
+}
+
+// A learned table has P rows: a longer sequence is refused naming the key. Rotary refuses as well
+// (its table has P rows); none has no table and takes any length.
+TEST(Position, SequencesBeyondThePositionTable) {
+  RoFormerForMaskedLM absolute(tiny("absolute")), rotary(tiny("rotary")), none(tiny("none"));
+  auto too_long = torch::ones({1, kPositions + 1}, torch::kLong);
+  auto msg = error_of([&] { absolute->forward(too_long); });
+  EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32 (the rows of the learned absolute "
+                     "position table)"),
+            std::string::npos) << msg;
+  msg = error_of([&] { rotary->forward(too_long); });
+  EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32"), std::string::npos) << msg;
+  EXPECT_NO_THROW(absolute->forward(torch::ones({1, kPositions}, torch::kLong)));
+  EXPECT_EQ(none->forward(torch::ones({1, 2 * kPositions}, torch::kLong)).size(1), 2 * kPositions);
+}
+
+}  // namespace
