@@ -98,12 +98,21 @@ build() {
   say "built $BUILD/roformer"
 }
 
-bench_row() {  # config seq logdir
-  local cfg="$1" seq="$2" log="$3" batch
-  batch=$(( ${TOKENS:-16384} / seq ))  # the same tokens per step at every length (TOKENS, default 16384)
-  local sets=(--set train.device=cuda --set train.precision=bf16 --set train.grad_accum=1
-              --set "train.batch_size=$batch" --set "data.max_seq_len=$seq" --set model.max_position_embeddings=512)
+# The overrides every GPU row uses, into the array `sets`: CUDA, bf16, one micro-batch of
+# TOKENS (default 16384) tokens per step at length $1, whatever the length, and for the base config
+# ($2) the 32000-piece vocabulary.
+cuda_sets() {  # seq cfg
+  local seq="$1" cfg="$2"
+  batch=$(( ${TOKENS:-16384} / seq ))
+  sets=(--set train.device=cuda --set train.precision=bf16 --set train.grad_accum=1
+        --set "train.batch_size=$batch" --set "data.max_seq_len=$seq" --set model.max_position_embeddings=512)
   [ "$cfg" = base ] && sets+=(--set model.vocab_size=32000)
+  return 0
+}
+
+bench_row() {  # config seq logdir
+  local cfg="$1" seq="$2" log="$3" batch sets
+  cuda_sets "$seq" "$cfg"
   say "bench $cfg seq $seq (batch $batch): roformer vs HF, ${ROUNDS:-2} alternating rounds"
   local tag="${cfg}_${seq}${TOKENS:+_t$TOKENS}"
   python3 "$ROOT/scripts/bench_vs_hf.py" -c "$ROOT/configs/$cfg.yaml" "${sets[@]}" --roformer "$BUILD/roformer" \
@@ -156,16 +165,15 @@ variants() {  # logdir: each CUDA fast path on its own, attention kernels, batch
   local log="$1" b="$BUILD/roformer" out="$1/variants.jsonl"
   : >"$out"
   for seq in ${SEQS:-512 128}; do
-    local batch=$(( ${TOKENS:-16384} / seq ))
-    local sets=(-c "$ROOT/configs/base.yaml" --synthetic --set model.vocab_size=32000 --set train.device=cuda
-                --set train.precision=bf16 --set train.grad_accum=1 --set "data.max_seq_len=$seq"
-                --set model.max_position_embeddings=512 --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --json
-                --run-dir "$log/variants-bench")
+    local batch sets
+    cuda_sets "$seq" base
+    sets+=(-c "$ROOT/configs/base.yaml" --synthetic --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --json
+           --run-dir "$log/variants-bench")
     while IFS='|' read -r name args; do
       [ -n "$name" ] || continue
       say "variant seq $seq: $name"
       # shellcheck disable=SC2086
-      "$b" bench "${sets[@]}" --set "train.batch_size=$batch" $args 2>"$log/variant.err" | tail -1 \
+      "$b" bench "${sets[@]}" $args 2>"$log/variant.err" | tail -1 \
         | python3 -c "import json,sys; r=json.load(sys.stdin); r['variant']='$name'; print(json.dumps(r))" >>"$out" \
         || { say "variant $name failed:"; tail -3 "$log/variant.err"; }
     done <<EOF

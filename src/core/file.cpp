@@ -24,9 +24,13 @@ std::string read_file(const std::string& path, const std::string& what) {
   return ss.str();
 }
 
-namespace {
+void write_file_checked(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw Error(fmt::format("cannot write '{}': {} (is the disk full?)", path, std::strerror(errno)));
+}
 
-// Best effort: a file's data, or a directory's entries (the rename), reach the disk.
 void sync_to_disk(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
   if (fd < 0) return;
@@ -34,21 +38,15 @@ void sync_to_disk(const std::string& path, bool directory) {
   ::close(fd);
 }
 
-}  // namespace
-
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   namespace fs = std::filesystem;
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      const int err = errno;
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error(fmt::format("cannot write '{}': {} (is the disk full?)", tmp, std::strerror(err)));
-    }
+  try {
+    write_file_checked(tmp, bytes);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
   }
   sync_to_disk(tmp, false);
   std::error_code ec;

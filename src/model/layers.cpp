@@ -20,8 +20,12 @@ torch::nn::LayerNorm layer_norm(int64_t size, double eps) {
 }
 }  // namespace
 
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool bias_in_gemm) {
+  return bias_in_gemm && x.is_cuda() ? torch::linear(x, weight, bias) : F::linear(x, weight, bias);
+}
+
 torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool bias_in_gemm) {
-  return bias_in_gemm && x.is_cuda() ? torch::linear(x, layer->weight, layer->bias) : F::linear(x, layer->weight, layer->bias);
+  return linear(x, layer->weight, layer->bias, bias_in_gemm);
 }
 
 torch::Tensor activation(const torch::Tensor& x, Activation act) {
@@ -252,8 +256,7 @@ RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options)
 
 torch::Tensor RoFormerLMHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& decoder_weight) {
   auto t = layer_norm->forward(activation(linear(dense, h, options_.bias_in_gemm()), act_));  // (..., E)
-  return options_.bias_in_gemm() && t.is_cuda() ? torch::linear(t, decoder_weight, bias)  // (..., V)
-                                                : torch::nn::functional::linear(t, decoder_weight, bias);
+  return linear(t, decoder_weight, bias, options_.bias_in_gemm());  // (..., V)
 }
 
 }  // namespace roformer::model

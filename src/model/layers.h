@@ -28,6 +28,7 @@ namespace roformer::model {
 // (F::linear) runs a matmul and then `output += bias` for 3-D inputs: a separate mixed-dtype
 // (bf16 += fp32) kernel per layer, forward and backward. The CPU keeps F::linear, bit-identical to
 // the reference values.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool bias_in_gemm);
 torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool bias_in_gemm);
 
 torch::Tensor activation(const torch::Tensor& x, Activation act);

@@ -40,6 +40,18 @@ using nlohmann::json;
 // three form factors differ (SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
 // the H200 SXM matches the H100 SXM (its gain is memory) and the H200 NVL the H100 NVL. fp32 is
 // the non-tensor-core FP32 rate (LibTorch keeps TF32 off for matmuls by default).
+double known_peak_tflops(const std::string& name, const std::string& precision) {
+  const bool half = precision == "bf16" || precision == "fp16";
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("H100") || has("H200") || has("GH200")) {
+    if (has("PCIe")) return half ? 756.0 : 51.0;
+    if (has("NVL")) return half ? 835.0 : 60.0;
+    return half ? 989.0 : 67.0;  // SXM (H100 SXM5, H200 SXM, GH200)
+  }
+  if (has("A100")) return half ? 312.0 : 19.5;
+  return 0.0;
+}
+
 namespace {
 // Allows only one scaled-dot-product-attention kernel (process-wide LibTorch flags); "auto" leaves
 // LibTorch's choice.
@@ -73,21 +85,6 @@ void profile_steps(Trainer& trainer, int64_t steps, const std::string& path) {
   result->save(path);
   spdlog::info("bench: profile of {} step(s) written to {} (summary: scripts/profile_summary.py {})", steps, path, path);
 }
-}  // namespace
-
-double known_peak_tflops(const std::string& name, const std::string& precision) {
-  const bool half = precision == "bf16" || precision == "fp16";
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("H100") || has("H200") || has("GH200")) {
-    if (has("PCIe")) return half ? 756.0 : 51.0;
-    if (has("NVL")) return half ? 835.0 : 60.0;
-    return half ? 989.0 : 67.0;  // SXM (H100 SXM5, H200 SXM, GH200)
-  }
-  if (has("A100")) return half ? 312.0 : 19.5;
-  return 0.0;
-}
-
-namespace {
 
 // The measured steps, summed.
 struct Measurement {

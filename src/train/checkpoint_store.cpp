@@ -2,16 +2,11 @@
 // see checkpoint_store.h.
 #include "train/checkpoint_store.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,32 +15,15 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/hash.h"
+#include "train/checkpoint_files.h"
 
 namespace roformer::train {
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kManifest = "manifest.json";
+constexpr const char* kManifest = checkpoint_files::kManifest;
 constexpr const char* kLatest = "latest";
-
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-}  // namespace
-
-void write_file_checked(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) throw Error(fmt::format("cannot write '{}': {} (is the disk full?)", path, std::strerror(errno)));
-}
-
-namespace {
 
 bool parse_step_name(const std::string& name, int64_t* step) {
   if (name.rfind("step_", 0) != 0 || name.size() <= 5) return false;
@@ -87,13 +65,13 @@ std::string CheckpointWriter::commit() {
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
     const std::string p = path(name);
-    fsync_path(p, false);
+    core::sync_to_disk(p, false);
     files[name] = {{"size", fs::file_size(p)}, {"checksum", core::file_checksum(p)}};
   }
   nlohmann::json manifest = {{"format", "roformer-checkpoint"}, {"version", 1}, {"files", files}};
-  write_file_checked(path(kManifest), manifest.dump(2) + "\n");
-  fsync_path(path(kManifest), false);
-  fsync_path(tmp_dir_, true);
+  core::write_file_checked(path(kManifest), manifest.dump(2) + "\n");
+  core::sync_to_disk(path(kManifest), false);
+  core::sync_to_disk(tmp_dir_, true);
 
   const fs::path final_dir = fs::path(checkpoints_dir_) / final_name_;
   std::error_code ec;
@@ -101,7 +79,7 @@ std::string CheckpointWriter::commit() {
   fs::rename(tmp_dir_, final_dir, ec);
   if (ec) throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message()));
   committed_ = true;
-  fsync_path(checkpoints_dir_, true);
+  core::sync_to_disk(checkpoints_dir_, true);
   core::write_file_atomic((fs::path(checkpoints_dir_) / kLatest).string(), final_name_ + "\n");
   return final_dir.string();
 }

@@ -75,8 +75,6 @@ std::string resolve_checkpoint_dir(const std::string& path);
 // and temporary directories of processes that are no longer running.
 void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep = "");
 
-// Writes `text` to `path`, throwing roformer::Error when any byte cannot be written (full disk).
-void write_file_checked(const std::string& path, const std::string& text);
 
 
 }  // namespace roformer::train

@@ -84,11 +84,11 @@ std::string write_checkpoint(const std::string& dir, const TrainerState& state, 
   if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP"); kill_at && std::atoll(kill_at) == state.step)
     std::raise(SIGKILL);
   for (size_t r = 0; r < rng_states.size(); ++r)
-    write_file_checked(w.path(files::rng(static_cast<int>(r))), rng_states[r]);
-  write_file_checked(w.path(files::kTrainerState), trainer_state_json(state));
-  write_file_checked(w.path(files::kConfig), config::to_yaml(*c.config));
-  write_file_checked(w.path(files::kTokenizer), core::read_file(c.tokenizer->model_path()));
-  write_file_checked(w.path(files::kMetrics), fs::exists(c.metrics_path) ? core::read_file(c.metrics_path) : "");
+    core::write_file_checked(w.path(files::rng(static_cast<int>(r))), rng_states[r]);
+  core::write_file_checked(w.path(files::kTrainerState), trainer_state_json(state));
+  core::write_file_checked(w.path(files::kConfig), config::to_yaml(*c.config));
+  core::write_file_checked(w.path(files::kTokenizer), core::read_file(c.tokenizer->model_path()));
+  core::write_file_checked(w.path(files::kMetrics), fs::exists(c.metrics_path) ? core::read_file(c.metrics_path) : "");
   return w.commit();
 }
 

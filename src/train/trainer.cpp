@@ -11,21 +11,13 @@
 // The LR schedule is a pure function of the global step, so its state is the step.
 #include "train/trainer.h"
 
-#include <ATen/Context.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <cstring>
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
-#include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -37,8 +29,6 @@
 #include "core/file.h"
 #include "core/hash.h"
 #include "core/logging.h"
-#include "core/random.h"
-#include "core/safetensors.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/prepared_cache.h"
@@ -50,6 +40,7 @@
 #include "dist/process_group.h"
 #include "model/roformer.h"
 #include "train/cadence.h"
+#include "train/checkpoint_files.h"
 #include "train/checkpoint_store.h"
 #include "train/evaluate.h"
 #include "train/memory_check.h"
@@ -63,7 +54,6 @@
 #include "train/session.h"
 #include "train/signals.h"
 #include "train/trainer_state.h"
-#include "train/checkpoint_files.h"
 
 namespace roformer::train {
 namespace files = checkpoint_files;

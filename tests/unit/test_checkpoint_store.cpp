@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/hash.h"
 #include "test_util.h"
 #include "train/checkpoint_store.h"
@@ -24,8 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 std::string save(const std::string& dir, int64_t step, const std::string& payload) {
   CheckpointWriter w(dir, step);
-  write_file_checked(w.path("model.bin"), payload);
-  write_file_checked(w.path("state.json"), "{\"step\": " + std::to_string(step) + "}");
+  roformer::core::write_file_checked(w.path("model.bin"), payload);
+  roformer::core::write_file_checked(w.path("state.json"), "{\"step\": " + std::to_string(step) + "}");
   return w.commit();
 }
 }  // namespace
