@@ -228,7 +228,7 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options)
 
 torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   torch::Tensor sin_pos, cos_pos;  // (T, D) each; undefined without rotary positions
-  if (embed_positions.defined()) std::tie(sin_pos, cos_pos) = rotary_sin_cos(embed_positions, x.size(1));
+  if (embed_positions.defined()) std::tie(sin_pos, cos_pos) = rotary_sin_cos(positions_for(x.size(1)), x.size(1));
   if (embed_positions.defined() && rotary_impl_ != RotaryImpl::kFused) {  // fused rotates in fp32
     sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
     cos_pos = cos_pos.to(rotary_dtype(x));
@@ -242,6 +242,14 @@ torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::
   }
   if (final_layer_norm) h = final_layer_norm->forward(h);
   return h;
+}
+
+torch::Tensor RoFormerEncoderImpl::positions_for(int64_t seq_len) const {
+  const int64_t P = embed_positions.size(0);
+  if (seq_len <= P) return embed_positions;
+  // theta_i does not depend on P and each row is computed from its own position, so rows < P equal
+  // the buffer's exactly; only longer inputs (evaluation beyond the training length) pay for it.
+  return rotary_table(seq_len, embed_positions.size(1), options_.rotary_base()).to(embed_positions.device());
 }
 
 // ---- MLM head -------------------------------------------------------------------------------------

@@ -106,8 +106,13 @@ class RoFormerEncoderImpl : public torch::nn::Module {
  public:
   explicit RoFormerEncoderImpl(const RoFormerOptions& options);
   // x: (B, T, H); mask: (B, 1, 1, T) bool or undefined. The rotary table is sliced to T (position
-  // rotary; otherwise the layers get no tables).
+  // rotary; otherwise the layers get no tables); beyond its P rows it is extended (positions_for).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  // The rotary table with at least seq_len rows: the buffer itself when seq_len <= P, otherwise a
+  // (seq_len, D) table built by the same formula, whose first P rows equal the buffer bit for bit.
+  // RoPE needs no learned rows, so a model trained at length T runs at any length (the buffer,
+  // and so a checkpoint or export, keeps its P rows).
+  torch::Tensor positions_for(int64_t seq_len) const;
 
   torch::Tensor embed_positions;                  // (P, D) sin|cos table, buffer (HF embed_positions.weight);
                                                   // undefined unless position rotary

@@ -154,13 +154,13 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be (B, T), got ", input_ids.sizes());
   TORCH_CHECK(input_ids.scalar_type() == torch::kLong, "input_ids must be int64");
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
-  // The rotary table and the learned absolute table both have max_position_embeddings rows; with no
-  // position information nothing limits T.
-  if (T > options_.max_position_embeddings() && position_ != Position::kNone)
+  // The learned absolute table has max_position_embeddings rows and nothing beyond; the rotary table
+  // is a formula and extends (RoFormerEncoder::positions_for); with no positions nothing limits T.
+  if (T > options_.max_position_embeddings() && position_ == Position::kAbsolute)
     throw Error("sequence length " + std::to_string(T) + " exceeds model.max_position_embeddings " +
                 std::to_string(options_.max_position_embeddings()) +
-                (position_ == Position::kAbsolute ? " (the rows of the learned absolute position table)" : "") +
-                " (lower data.max_seq_len or raise model.max_position_embeddings)");
+                " (the rows of the learned absolute position table; lower data.max_seq_len or raise "
+                "model.max_position_embeddings)");
   // No read back from an accelerator here: callers check their host batch before the copy.
   if (input_ids.is_cpu()) check_token_ids(input_ids, options_.vocab_size());
   if (token_type_ids.defined())

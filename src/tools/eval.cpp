@@ -49,15 +49,15 @@ class TempPrepared {
   fs::path dir_;
 };
 
-// --seq-len: the rotary table and the learned absolute table have model.max_position_embeddings rows;
-// without positions any length runs.
+// --seq-len: the learned absolute table has model.max_position_embeddings rows; rotary extends its
+// table by the formula, and without positions any length runs.
 int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
-  if (seq_len > m.max_position_embeddings && m.position != "none")
-    throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its {} position "
-                            "table has no rows beyond); evaluate at {} or fewer tokens",
-                            seq_len, m.max_position_embeddings, m.position, m.max_position_embeddings));
+  if (seq_len > m.max_position_embeddings && m.position == "absolute")
+    throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
+                            "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
+                            seq_len, m.max_position_embeddings, m.max_position_embeddings));
   return seq_len;
 }
 

@@ -190,19 +190,41 @@ TEST(Position, NoneIsPermutationEquivariantTheOthersAreNot) {
   }
 }
 
-// A learned table has P rows: a longer sequence is refused naming the key. Rotary refuses as well
-// (its table has P rows); none has no table and takes any length.
+// A learned table has P rows: a longer sequence is refused naming the key. Rotary extends its table
+// by the formula (the first P rows of the extension are the buffer, bit for bit), and the logits of
+// the first tokens of a longer sequence follow from the same weights; none has no table.
 TEST(Position, SequencesBeyondThePositionTable) {
   RoFormerForMaskedLM absolute(tiny("absolute")), rotary(tiny("rotary")), none(tiny("none"));
   auto too_long = torch::ones({1, kPositions + 1}, torch::kLong);
   auto msg = error_of([&] { absolute->forward(too_long); });
   EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32 (the rows of the learned absolute "
-                     "position table)"),
+                     "position table"),
             std::string::npos) << msg;
-  msg = error_of([&] { rotary->forward(too_long); });
-  EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32"), std::string::npos) << msg;
   EXPECT_NO_THROW(absolute->forward(torch::ones({1, kPositions}, torch::kLong)));
   EXPECT_EQ(none->forward(torch::ones({1, 2 * kPositions}, torch::kLong)).size(1), 2 * kPositions);
+
+  auto& encoder = rotary->encoder;
+  EXPECT_TRUE(encoder->positions_for(kPositions).is_same(encoder->embed_positions));  // no copy within the table
+  auto extended = encoder->positions_for(4 * kPositions);  // (4P, D)
+  ASSERT_EQ(extended.size(0), 4 * kPositions);
+  EXPECT_TRUE(torch::equal(extended.narrow(0, 0, kPositions), encoder->embed_positions));
+  // Row m is position m: the extension's rows are those of a table built that long from the start.
+  const int64_t D = encoder->embed_positions.size(1);
+  EXPECT_TRUE(torch::equal(extended, rotary_table(4 * kPositions, D)));
+  EXPECT_FALSE(torch::equal(extended.narrow(0, kPositions, kPositions), encoder->embed_positions));
+  // A sequence of 4P runs; with attention limited to the first tokens (the rest padding), their
+  // logits are those of the short sequence: the extension changes nothing within the table.
+  rotary->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  auto ids = torch::randint(5, 50, {1, 4 * kPositions}, torch::kLong);
+  auto mask = torch::zeros({1, 4 * kPositions}, torch::kLong);
+  mask.narrow(1, 0, 10).fill_(1);
+  auto long_logits = rotary->forward(ids, mask).narrow(1, 0, 10);
+  auto short_logits = rotary->forward(ids.narrow(1, 0, 10));
+  EXPECT_TRUE(torch::allclose(long_logits, short_logits, 1e-5, 1e-5))
+      << "max diff " << (long_logits - short_logits).abs().max().item<double>();
+  EXPECT_EQ(rotary->forward(ids).size(1), 4 * kPositions);
 }
 
 }  // namespace
