@@ -42,7 +42,7 @@ void register_tool_commands(CLI::App& app) {
     cmd->add_option("--max-sequences", req->max_sequences, "Evaluate only the first N sequences (default: all)");
     cmd->add_option("--seq-len", req->seq_len,
                     "Tokens per evaluated sequence (default: the run's data.max_seq_len; at most "
-                    "model.max_position_embeddings unless model.position is none)");
+                    "model.max_position_embeddings for model.position absolute; rotary extends its table)");
     cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_flag("--json", req->json, "Also print one JSON record on stdout");
     cmd->callback([req] { tools::run_eval(*req); });
@@ -81,7 +81,9 @@ void register_tool_commands(CLI::App& app) {
     auto out = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("hf");
     auto force = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("export", "Export a checkpoint for Hugging Face transformers (RoFormerForMaskedLM)");
+    auto* cmd = app.add_subcommand(
+        "export", "Export a checkpoint for Hugging Face transformers (RoFormerForMaskedLM; BertForMaskedLM for "
+                  "model.position absolute)");
     cmd->add_option("--checkpoint", *checkpoint, "Checkpoint directory, or a run directory")->required();
     cmd->add_option("--format", *format, "Output format")->check(CLI::IsMember({"hf"}))->capture_default_str();
     cmd->add_option("--out", *out, "Output directory (new or empty; never a checkpoint)")->required();

@@ -12,11 +12,12 @@
 
 namespace roformer::test {
 
-// Runs check_hf_export.py on `export_dir`: Hugging Face's RoFormerForMaskedLM must load it with no
-// missing or unexpected keys and give the checkpoint's logits on random ids with padding (written
-// to `reference`, a .safetensors path).
+// Runs check_hf_export.py on `export_dir`: Hugging Face's class for it (RoFormerForMaskedLM, or
+// BertForMaskedLM for learned absolute positions) must load it with no missing or unexpected keys
+// and give the checkpoint's logits on random ids with padding (written to `reference`, a
+// .safetensors path), max |difference| <= `tolerance`.
 inline CommandResult check_export_logits(const std::string& checkpoint, const std::string& export_dir,
-                                         const std::string& reference) {
+                                         const std::string& reference, double tolerance = 1e-4) {
   auto ck = roformer::tools::load_checkpoint(checkpoint, torch::Device(torch::kCPU));
   torch::manual_seed(0);
   auto ids = torch::randint(5, ck.tokenizer->vocab_size(), {3, 20}, torch::kInt64);  // (B, T)
@@ -30,7 +31,8 @@ inline CommandResult check_export_logits(const std::string& checkpoint, const st
     logits = ck.model->forward(ids, mask);
   }
   roformer::core::save_safetensors(reference, {{"input_ids", ids}, {"attention_mask", mask}, {"logits", logits.contiguous()}});
-  return run_command(python() + " " + source_dir() + "/tests/python/check_hf_export.py " + export_dir + " " + reference);
+  return run_command(python() + " " + source_dir() + "/tests/python/check_hf_export.py " + export_dir + " " + reference + " " +
+                     std::to_string(tolerance));
 }
 
 }  // namespace roformer::test

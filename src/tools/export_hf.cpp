@@ -59,8 +59,45 @@ std::string join(const std::vector<std::string>& items) {
   return out.empty() ? "none" : out;
 }
 
+// The Hugging Face class a checkpoint exports to: RoFormerForMaskedLM for rotary positions,
+// BertForMaskedLM for learned absolute ones (the same post-LN layer; BERT adds its position table to
+// the embeddings and has no E->H projection). Everything else is refused with the reason.
+struct HfTarget {
+  std::string architecture;  // config.json "architectures"
+  std::string model_type;    // config.json "model_type"
+  std::string prefix;        // the encoder's parameter prefix ("roformer." / "bert.")
+  std::string name;          // the model card's title
+  std::string description;   // the model card's first words
+};
+
+HfTarget hf_target(const config::ModelConfig& m, int64_t embedding_size) {
+  if (m.norm != "post")
+    throw Error("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer and BERT are post-LayerNorm "
+                "only, so an export would load there and compute something else. Export is refused; keep using "
+                "`roformer eval` and `fill-mask` for this model");
+  if (m.attention != "softmax")
+    throw Error("this model uses linear attention (model.attention: linear), which Hugging Face's RoFormer and BERT "
+                "do not have; export is refused");
+  if (m.position == "none")
+    throw Error("this model uses model.position: none; Hugging Face's RoFormer has rotary positions and its BERT "
+                "learned absolute ones, neither runs without positions, so export is refused");
+  if (m.position == "absolute") {
+    if (embedding_size != m.hidden_size)
+      throw Error(fmt::format("this model has learned absolute positions and a factorized embedding "
+                              "(model.embedding_size {} != model.hidden_size {}); Hugging Face's BERT has no "
+                              "embedding projection, so export is refused", embedding_size, m.hidden_size));
+    return {"BertForMaskedLM", "bert", "bert.", "BERT",
+            "A BERT encoder (learned absolute position embeddings; `model.position: absolute`)"};
+  }
+  if (m.rotary_base != 10000.0)
+    throw Error(fmt::format("this model uses model.rotary_base {}; Hugging Face's RoFormer hard-codes 10000, so "
+                            "export is refused", m.rotary_base));
+  return {"RoFormerForMaskedLM", "roformer", "roformer.", "RoFormer", "A RoFormer encoder (rotary position embeddings)"};
+}
+
 // README.md: what was trained, how far, how well, and the lines that load it.
-std::string model_card(const LoadedCheckpoint& ck, const std::string& out_dir, const nlohmann::json& tokenizer) {
+std::string model_card(const LoadedCheckpoint& ck, const HfTarget& target, const std::string& out_dir,
+                       const nlohmann::json& tokenizer) {
   const auto& c = ck.config;
   const auto& o = ck.model->options();
   const auto eval = train::last_metrics_record((fs::path(ck.dir) / files::kMetrics).string(), "eval");
@@ -73,20 +110,20 @@ std::string model_card(const LoadedCheckpoint& ck, const std::string& out_dir, c
   static const char* const kCard = R"md(---
 library_name: transformers
 pipeline_tag: fill-mask
-tags: [roformer, fill-mask]
+tags: [{model_type}, fill-mask]
 ---
 
-# RoFormer masked language model
+# {name} masked language model
 
-A RoFormer encoder (rotary position embeddings) pretrained with masked language modelling by
+{description} pretrained with masked language modelling by
 `roformer`, exported with `roformer export --format hf` from `{dir}`.
 
 ## Load it
 
 ```python
-from transformers import AutoTokenizer, RoFormerForMaskedLM
+from transformers import AutoTokenizer, {architecture}
 tokenizer = AutoTokenizer.from_pretrained("{out}")
-model = RoFormerForMaskedLM.from_pretrained("{out}")
+model = {architecture}.from_pretrained("{out}")
 ```
 
 or `pipeline("fill-mask", model="{out}")("The [MASK] of the city.")`. The tokenizer
@@ -114,7 +151,8 @@ The resolved `roformer` config of the run:
 {yaml}```
 )md";
   return fmt::format(
-      fmt::runtime(kCard),
+      fmt::runtime(kCard), fmt::arg("model_type", target.model_type), fmt::arg("name", target.name),
+      fmt::arg("description", target.description), fmt::arg("architecture", target.architecture),
       fmt::arg("dir", ck.dir), fmt::arg("out", out_dir), fmt::arg("steps", ck.state.step),
       fmt::arg("tokens", ck.state.tokens_seen), fmt::arg("train", join(c.data.train_files)),
       fmt::arg("accuracy", accuracy), fmt::arg("layers", o.num_layers()), fmt::arg("hidden", o.hidden_size()),
@@ -128,20 +166,7 @@ The resolved `roformer` config of the run:
 void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
   check_export_dir(out_dir, force);
   auto ck = load_checkpoint(checkpoint, torch::Device(torch::kCPU));
-  const auto& m = ck.config.model;
-  if (m.norm != "post")
-    throw Error("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer is post-LayerNorm only, so an "
-                "export would load there and compute something else. Export is refused; keep using `roformer eval` "
-                "and `fill-mask` for this model");
-  if (m.position != "rotary")
-    throw Error("this model uses model.position: " + m.position + "; Hugging Face's RoFormer has rotary positions "
-                "only, so export is refused");
-  if (m.attention != "softmax")
-    throw Error("this model uses linear attention (model.attention: linear), which Hugging Face's RoFormer does not "
-                "have; export is refused");
-  if (m.rotary_base != 10000.0)
-    throw Error(fmt::format("this model uses model.rotary_base {}; Hugging Face's RoFormer hard-codes 10000, so "
-                            "export is refused", m.rotary_base));
+  const auto target = hf_target(ck.config.model, ck.model->options().embedding_size());
   const auto& o = ck.model->options();
   HfTokenizerOptions tok_options;
   tok_options.model_max_length = o.max_position_embeddings();
@@ -149,10 +174,9 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   // Built before anything is written: a tokenizer that cannot be converted refuses the export.
   const auto tokenizer = hf_tokenizer_json(ck.tokenizer->model_path(), tok_options);
   nlohmann::json config = {
-      {"architectures", {"RoFormerForMaskedLM"}},
-      {"model_type", "roformer"},
+      {"architectures", {target.architecture}},
+      {"model_type", target.model_type},
       {"vocab_size", o.vocab_size()},
-      {"embedding_size", o.embedding_size()},
       {"hidden_size", o.hidden_size()},
       {"num_hidden_layers", o.num_layers()},
       {"num_attention_heads", o.num_heads()},
@@ -164,20 +188,28 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
       {"type_vocab_size", std::max<int64_t>(1, o.type_vocab_size())},
       {"initializer_range", o.initializer_range()},
       {"layer_norm_eps", o.layer_norm_eps()},
-      {"rotary_value", o.rotary_value()},
       {"pad_token_id", o.pad_token_id()},
       {"tie_word_embeddings", true},
       {"use_cache", false}};
+  if (target.model_type == "roformer") {
+    config["embedding_size"] = o.embedding_size();
+    config["rotary_value"] = o.rotary_value();
+  } else {
+    config["position_embedding_type"] = "absolute";
+  }
   auto tensors = ck.model->hf_named_parameters();
   if (o.type_vocab_size() == 0) {
     // No token types: Hugging Face always has the table, so write one all-zero row (adds nothing).
     tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight", torch::zeros({1, o.embedding_size()}));
   }
-  // save_pretrained stores each tied tensor once; from_pretrained re-ties the aliases.
+  // save_pretrained stores each tied tensor once; from_pretrained re-ties the aliases. BERT's
+  // parameters are RoFormer's under bert. (HF BertForMaskedLM and RoFormerForMaskedLM share the layout).
   std::vector<std::pair<std::string, torch::Tensor>> unique;
-  for (auto& [name, t] : tensors)
-    if (name != "cls.predictions.decoder.weight" && name != "cls.predictions.decoder.bias")
-      unique.emplace_back(name, t.detach().contiguous());
+  for (auto& [name, t] : tensors) {
+    if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
+    const bool encoder = name.rfind("roformer.", 0) == 0;
+    unique.emplace_back(encoder ? target.prefix + name.substr(9) : name, t.detach().contiguous());
+  }
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -188,10 +220,10 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
                 fs::copy_options::overwrite_existing, ec);
   if (ec) throw Error(fmt::format("cannot copy the tokenizer into '{}': {}", out_dir, ec.message()));
   write_hf_tokenizer(tokenizer, out_dir, tok_options);
-  core::write_file_atomic((fs::path(out_dir) / "README.md").string(), model_card(ck, out_dir, tokenizer));
-  spdlog::info("exported {} (step {}) to {}: config.json, model.safetensors ({} tensors), spiece.model, "
+  core::write_file_atomic((fs::path(out_dir) / "README.md").string(), model_card(ck, target, out_dir, tokenizer));
+  spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), spiece.model, "
                "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md", ck.dir,
-               ck.state.step, out_dir, unique.size(), o.vocab_size(),
+               ck.state.step, target.architecture, out_dir, unique.size(), o.vocab_size(),
                tokenizer["model"]["type"].get<std::string>());
 }
 

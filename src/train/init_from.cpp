@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <tuple>
 #include <vector>
 
@@ -27,29 +28,37 @@ namespace {
 constexpr const char* kExportKind = "Hugging Face export";
 constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
 
-// config.json of `roformer export --format hf` (a RoFormerConfig) -> our model section. Hugging
-// Face's RoFormer is post-LayerNorm softmax attention with rotary base 10000, always.
+// config.json of `roformer export --format hf` (a RoFormerConfig, or a BertConfig for a model with
+// learned absolute positions) -> our model section. Hugging Face's RoFormer and BERT are
+// post-LayerNorm softmax attention; RoFormer's rotary base is 10000, always; BERT has no E->H
+// projection.
 config::ModelConfig architecture_from_hf(const json& j, const std::string& file) {
   auto get = [&](const char* key) -> const json& {
     if (!j.contains(key))
-      throw Error(fmt::format("--init-from: {} has no \"{}\"; it is not a RoFormer config written by `roformer "
-                              "export --format hf`", file, key));
+      throw Error(fmt::format("--init-from: {} has no \"{}\"; it is not a config written by `roformer export "
+                              "--format hf`", file, key));
     return j.at(key);
   };
-  if (get("model_type") != "roformer")
-    throw Error(fmt::format("--init-from: {} describes a \"{}\" model; --init-from takes RoFormer exports only", file,
-                            j.at("model_type").dump()));
+  const json& type = get("model_type");
+  if (type != "roformer" && type != "bert")
+    throw Error(fmt::format("--init-from: {} describes a {} model; --init-from takes RoFormer exports (and BERT "
+                            "exports of models with learned absolute positions) only", file, type.dump()));
+  const bool bert = type == "bert";
+  if (bert && j.value("position_embedding_type", std::string("absolute")) != "absolute")
+    throw Error(fmt::format("--init-from: {} has position_embedding_type {}; roformer's BERT-style models have "
+                            "learned absolute positions only", file, j.at("position_embedding_type").dump()));
   config::ModelConfig m;
   m.vocab_size = get("vocab_size").get<int64_t>();
   m.hidden_size = get("hidden_size").get<int64_t>();
   m.num_layers = get("num_hidden_layers").get<int64_t>();
   m.num_heads = get("num_attention_heads").get<int64_t>();
   m.intermediate_size = get("intermediate_size").get<int64_t>();
-  m.embedding_size = j.value("embedding_size", m.hidden_size);
+  m.embedding_size = bert ? m.hidden_size : j.value("embedding_size", m.hidden_size);
   m.max_position_embeddings = get("max_position_embeddings").get<int64_t>();
   m.type_vocab_size = get("type_vocab_size").get<int64_t>();
   m.layer_norm_eps = get("layer_norm_eps").get<double>();
-  m.rotary_value = j.value("rotary_value", false);
+  m.rotary_value = !bert && j.value("rotary_value", false);
+  m.position = bert ? "absolute" : "rotary";
   const std::string act = get("hidden_act").get<std::string>();
   if (act == "gelu") m.hidden_act = "gelu";
   else if (act == "gelu_pytorch_tanh" || act == "gelu_new") m.hidden_act = "gelu_tanh";
@@ -177,6 +186,13 @@ std::string adopt_init_tokenizer(const InitSource& source, const config::Config&
 
 void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model) {
   auto tensors = core::load_safetensors(source.weights);
+  if (source.kind == kExportKind && source.architecture.position == "absolute") {
+    // A BertForMaskedLM export: the encoder's parameters are ours under bert. instead of roformer.
+    std::map<std::string, torch::Tensor> renamed;
+    for (auto& [name, t] : tensors)
+      renamed.emplace(name.rfind("bert.", 0) == 0 ? "roformer." + name.substr(5) : name, std::move(t));
+    tensors = std::move(renamed);
+  }
   if (model.options().type_vocab_size() == 0) {
     auto it = tensors.find(kTokenTypes);
     if (it != tensors.end() && it->second.size(0) == 1 && it->second.count_nonzero().item<int64_t>() == 0)
