@@ -1,0 +1,120 @@
+// The scripts a user runs beside the CLI: scripts/compare_positions.sh (position schemes trained at
+// an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file and a
+// PNG), on a tiny model and a synthetic corpus so it runs in seconds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using namespace roformer::test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string compare_yaml(const std::string& dir) {
+  return "model:\n  hidden_size: 32\n  num_layers: 1\n  num_heads: 2\n  intermediate_size: 64\n"
+         "  max_position_embeddings: 32\n  hidden_dropout: 0.0\n  attention_dropout: 0.0\n"
+         "tokenizer:\n  vocab_size: 120\n"
+         "data:\n  train_files: [" + dir + "/train.txt]\n  valid_files: [" + dir + "/valid.txt]\n  max_seq_len: 32\n"
+         "schedule:\n  warmup_steps: 1\ntrain:\n  steps: 6\n  batch_size: 4\n  precision: fp32\n  device: cpu\n"
+         "checkpoint:\n  every: 0\nlogging:\n  every: 3\n  progress: plain\neval:\n  every: 3\n  max_sequences: 8\n";
+}
+
+std::string compare_command(const TempDir& tmp, const std::string& args) {
+  return "BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() + " ROFORMER_PYTHON=" + python() + " bash " +
+         source_dir() + "/scripts/compare_positions.sh -c " + tmp.str("cmp.yaml") + " -o " + tmp.str("out") + " " +
+         args + " 2>&1";
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::istringstream lines(read_file(path));
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+}  // namespace
+
+TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(60, 3, 21));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(40, 3, 22));
+  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  const std::string args = "--variants 'rotary absolute' --seeds '1 2'";
+  auto r = run_command(compare_command(tmp, args));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  // Two variants x two seeds x three lengths; absolute is refused beyond its 32 learned rows.
+  const auto evals = read_jsonl(tmp.str("out/evals.jsonl"));
+  ASSERT_EQ(evals.size(), 12u) << r.output;
+  for (const auto& e : evals) {
+    const int64_t len = 32 * e["mult"].get<int64_t>();
+    if (e["variant"] == "absolute" && len > 32) {
+      EXPECT_NE(e["refused"].get<std::string>().find("--seq-len " + std::to_string(len) +
+                                                     " exceeds model.max_position_embeddings 32"),
+                std::string::npos) << e.dump();
+    } else {
+      ASSERT_TRUE(e.contains("eval")) << e.dump();
+      EXPECT_EQ(e["eval"]["seq_len"], len);
+      EXPECT_EQ(e["eval"]["train_seq_len"], 32);
+      EXPECT_GT(e["eval"]["n_predicted"].get<int64_t>(), 0);
+    }
+  }
+  // Equal budget: every run trained the same steps on the same tokenizer and data.
+  for (const std::string run : {"rotary-s1", "rotary-s2", "absolute-s1", "absolute-s2"}) {
+    const std::string checkpoint = tmp.str("out/runs/" + run + "/checkpoints/step_00000006");
+    ASSERT_TRUE(fs::exists(checkpoint)) << run;
+    EXPECT_TRUE(read_file(checkpoint + "/tokenizer.model") == read_file(tmp.str("out/tokenizer/tokenizer.model")))
+        << run << " has another tokenizer";
+  }
+  const std::string md = read_file(tmp.str("out/results.md"));
+  EXPECT_NE(md.find("| rotary (RoPE) | "), std::string::npos) << md;
+  EXPECT_NE(md.find("| absolute (learned, BERT) | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" ± "), std::string::npos) << md;  // two seeds: mean ± standard deviation
+  EXPECT_NE(md.find("| refused | refused |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Rotary's mean validation loss (2 seeds) was below absolute's at"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 6 | "), std::string::npos) << md;  // the curve's last evaluation step
+  const std::string png = read_file(tmp.str("out/curves.png"));
+  ASSERT_GT(png.size(), 1000u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  const json results = json::parse(read_file(tmp.str("out/results.json")));
+  EXPECT_EQ(results.size(), 4u);
+  EXPECT_EQ(results["rotary-s2"]["curve"].size(), 2u);  // evaluations at steps 3 and 6
+
+  // Again (one run of them): a finished run is not trained again, and its figures are the same.
+  auto again = run_command(compare_command(tmp, "--variants rotary --seeds 2"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("nothing left to train"), std::string::npos) << again.output;
+  const auto evals_again = read_jsonl(tmp.str("out/evals.jsonl"));
+  ASSERT_EQ(evals_again.size(), 3u);
+  for (const auto& e : evals) {
+    if (e["variant"] != "rotary" || e["seed"] != 2) continue;
+    const auto& same = evals_again[e["mult"].get<int>() / 2]["eval"];  // mult 1, 2, 4: lines 0, 1, 2
+    for (const char* key : {"seq_len", "n_predicted", "accuracy", "top5_accuracy", "loss"})
+      EXPECT_EQ(e["eval"][key], same[key]) << key;
+  }
+
+  // Another config into the same OUT is refused; so are unknown variants and a non-empty OUT.
+  auto other = run_command(compare_command(tmp, args + " --set train.steps=8"));
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.output.find(tmp.str("out") + " holds a comparison with another config"), std::string::npos)
+      << other.output;
+  auto unknown = run_command(compare_command(tmp, "--variants 'rotary alibi'"));
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.output.find("unknown variant 'alibi'"), std::string::npos) << unknown.output;
+  write_file(tmp.str("busy/notes.txt"), "mine");
+  auto busy = run_command(compare_command(tmp, "-o " + tmp.str("busy")));  // the last -o counts
+  EXPECT_EQ(busy.exit_code, 1);
+  EXPECT_NE(busy.output.find("is not empty and holds no comparison"), std::string::npos) << busy.output;
+  EXPECT_EQ(read_file(tmp.str("busy/notes.txt")), "mine");
+}
