@@ -207,8 +207,9 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   std::vector<std::pair<std::string, torch::Tensor>> unique;
   for (auto& [name, t] : tensors) {
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
-    const bool encoder = name.rfind("roformer.", 0) == 0;
-    unique.emplace_back(encoder ? target.prefix + name.substr(9) : name, t.detach().contiguous());
+    const std::string ours = "roformer.";
+    const bool encoder = name.rfind(ours, 0) == 0;
+    unique.emplace_back(encoder ? target.prefix + name.substr(ours.size()) : name, t.detach().contiguous());
   }
 
   std::error_code ec;

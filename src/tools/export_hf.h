@@ -12,8 +12,9 @@ namespace roformer::tools {
 
 // Throws roformer::Error for a model Hugging Face's RoFormer or BERT cannot represent (pre-LN, linear
 // attention, no positions, a rotary base other than 10000, absolute positions with a factorized
-// embedding) instead of writing a file that loads but computes something else. A non-empty out_dir is refused unless `force`; a directory holding a checkpoint
-// (or inside a run's checkpoints/) is always refused, so an export never damages training state.
+// embedding) instead of writing a file that loads but computes something else. A non-empty out_dir
+// is refused unless `force`; a directory holding a checkpoint (or inside a run's checkpoints/) is
+// always refused, so an export never damages training state.
 void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force = false);
 
 }  // namespace roformer::tools

@@ -190,7 +190,8 @@ void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl&
     // A BertForMaskedLM export: the encoder's parameters are ours under bert. instead of roformer.
     std::map<std::string, torch::Tensor> renamed;
     for (auto& [name, t] : tensors)
-      renamed.emplace(name.rfind("bert.", 0) == 0 ? "roformer." + name.substr(5) : name, std::move(t));
+      renamed.emplace(name.rfind("bert.", 0) == 0 ? "roformer." + name.substr(std::string("bert.").size()) : name,
+                      std::move(t));
     tensors = std::move(renamed);
   }
   if (model.options().type_vocab_size() == 0) {
