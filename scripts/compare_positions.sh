@@ -16,9 +16,11 @@
 # usage: scripts/compare_positions.sh [-c CONFIG] [-o OUT] [--seeds "1234 1235"]
 #                                     [--variants "rotary absolute none rotary-linear"] [--set KEY=VALUE ...]
 # Defaults: configs/compare-positions.yaml, runs/compare-positions, seed 1234, all four variants.
-# The corpus: the config's data.train_files / data.valid_files (one file each), or with BROWN_DIR
-# set, BROWN_DIR/train.txt and BROWN_DIR/valid.txt. Env: BUILD_DIR (default build), ROFORMER_PYTHON
-# (the venv's python, for the report: matplotlib).
+# The corpus: BROWN_DIR/train.txt and BROWN_DIR/valid.txt when BROWN_DIR is set or no -c is given
+# (default ../shared/data/brown beside the repository); otherwise the config's data.train_files and
+# data.valid_files (one file each; relative paths from the current directory, as `roformer train`
+# reads them). Env: BUILD_DIR (default build), ROFORMER_PYTHON (the venv's python, for the report:
+# matplotlib).
 #
 # Runs go to OUT/runs/VARIANT-sSEED and resume (`--resume auto`): run the script again after an
 # interruption and finished runs are only evaluated. OUT keeps its config (OUT/config.yaml); the
@@ -28,6 +30,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BUILD_DIR:-$ROOT/build}/roformer"
 PY="${ROFORMER_PYTHON:-$HOME/.cache/roformer/venv-torch-2.11.0/bin/python}"
 CONFIG="$ROOT/configs/compare-positions.yaml"
+CONFIG_GIVEN=0
 OUT="$ROOT/runs/compare-positions"
 SEEDS="1234"
 VARIANTS="rotary absolute none rotary-linear"
@@ -36,7 +39,7 @@ SETS=()
 die() { echo "compare_positions: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -c|--config) CONFIG="${2:?-c needs a file}"; shift 2 ;;
+    -c|--config) CONFIG="${2:?-c needs a file}"; CONFIG_GIVEN=1; shift 2 ;;
     -o|--out) OUT="${2:?-o needs a directory}"; shift 2 ;;
     --seeds) SEEDS="${2:?--seeds needs a list}"; shift 2 ;;
     --variants) VARIANTS="${2:?--variants needs a list}"; shift 2 ;;
@@ -64,10 +67,11 @@ files() {  # files NAME: the one file of data.NAME ([a] -> a)
   [[ "$v" != *,* && -n "$v" ]] || die "data.$1 must list one file for this script, got [$v]"
   echo "$v"
 }
+[ "$CONFIG_GIVEN" = 1 ] || BROWN_DIR="${BROWN_DIR:-$ROOT/../shared/data/brown}"
 if [ -n "${BROWN_DIR:-}" ]; then
-  TRAIN="$BROWN_DIR/train.txt" VALID="$BROWN_DIR/valid.txt"
+  TRAIN="$(realpath -m "$BROWN_DIR/train.txt")" VALID="$(realpath -m "$BROWN_DIR/valid.txt")"
 else
-  TRAIN="$(cd "$ROOT" && realpath -m "$(files train_files)")" VALID="$(cd "$ROOT" && realpath -m "$(files valid_files)")"
+  TRAIN="$(realpath -m "$(files train_files)")" VALID="$(realpath -m "$(files valid_files)")"
 fi
 [ -f "$TRAIN" ] || die "training text $TRAIN does not exist (set BROWN_DIR to the Brown corpus folder, or data.train_files)"
 [ -f "$VALID" ] || die "validation text $VALID does not exist (set BROWN_DIR, or data.valid_files)"
