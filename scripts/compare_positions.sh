@@ -51,8 +51,17 @@ done
 [ -x "$BIN" ] || die "$BIN is not built; run make build (or set BUILD_DIR)"
 [ -f "$CONFIG" ] || die "config $CONFIG does not exist"
 "$PY" -c "import matplotlib" 2>/dev/null || die "$PY has no matplotlib (ROFORMER_PYTHON; scripts/setup.sh installs the venv)"
+# The config overrides of each variant; nothing for an unknown name.
+variant_sets() {
+  case "$1" in
+    rotary) echo "--set model.position=rotary --set model.attention=softmax" ;;
+    absolute) echo "--set model.position=absolute --set model.attention=softmax" ;;
+    none) echo "--set model.position=none --set model.attention=softmax" ;;
+    rotary-linear) echo "--set model.position=rotary --set model.attention=linear" ;;
+  esac
+}
 for v in $VARIANTS; do
-  case "$v" in rotary|absolute|none|rotary-linear) ;; *) die "unknown variant '$v' (rotary, absolute, none, rotary-linear)" ;; esac
+  [ -n "$(variant_sets "$v")" ] || die "unknown variant '$v' (rotary, absolute, none, rotary-linear)"
 done
 for s in $SEEDS; do [[ "$s" =~ ^[0-9]+$ ]] || die "seed '$s' is not a whole number"; done
 
@@ -100,15 +109,6 @@ for split in train valid; do
     "$BIN" prepare --tokenizer "$OUT/tokenizer/tokenizer.model" --input "$src" --out "$OUT/data/$split" --no-progress
   fi
 done
-
-variant_sets() {
-  case "$1" in
-    rotary) echo "--set model.position=rotary --set model.attention=softmax" ;;
-    absolute) echo "--set model.position=absolute --set model.attention=softmax" ;;
-    none) echo "--set model.position=none --set model.attention=softmax" ;;
-    rotary-linear) echo "--set model.position=rotary --set model.attention=linear" ;;
-  esac
-}
 
 RESULTS="$OUT/evals.jsonl"
 : >"$RESULTS"
