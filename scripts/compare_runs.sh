@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Variants of one config trained at an equal budget and compared: the engine behind
+# scripts/compare_positions.sh (position schemes) and scripts/compare_recipe.sh (pretraining recipe).
+#
+# A variants file names the variants, one a line:  NAME | LABEL | KEY=VALUE KEY=VALUE ...
+# (the config overrides that make the variant; '#' starts a comment). From the config, every chosen
+# variant is trained for every seed and every budget (train.steps) with one tokenizer and one
+# prepared copy of the data for all, validated during training, and its final checkpoint evaluated on
+# the validation split at the given multiples of the training length (`roformer eval --seq-len`; a
+# refusal, e.g. a learned position table beyond its rows, is recorded with roformer's message). Then
+# scripts/compare_report.py writes
+#   OUT/results.md    the markdown tables (and the verdict of --claim, if given)
+#   OUT/results.json  every figure
+#   OUT/curves.png    validation loss and MLM accuracy against the step, one line per run
+#
+# usage: scripts/compare_runs.sh --variants-file FILE -c CONFIG -o OUT [--seeds "1234 1235"]
+#          [--variants "a b"] [--steps "600 2400"] [--lengths "1 2 4"] [--claim NAME] [--set KEY=VALUE ...]
+# --variants: a subset, in the file's order by default all of them. --steps: budgets (train.steps);
+# default the config's. --lengths: evaluation lengths as multiples of data.max_seq_len (default 1).
+# --claim: a named verdict of compare_report.py (positions: rotary against absolute; recipe: each
+# variant against the first). The corpus: BROWN_DIR/train.txt and BROWN_DIR/valid.txt when BROWN_DIR
+# is set, else the config's data.train_files and data.valid_files (one file each; relative paths from
+# the current directory, as `roformer train` reads them). Env: BUILD_DIR (default build),
+# ROFORMER_PYTHON (the venv's python, for the report: matplotlib).
+#
+# Runs go to OUT/runs/VARIANT-sSEED (VARIANT-nSTEPS-sSEED with --steps) and resume (`--resume
+# auto`): run the script again after an interruption and finished runs are only evaluated. OUT keeps
+# its config (OUT/config.yaml); the script refuses an OUT prepared from another config instead of
+# mixing results.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${BUILD_DIR:-$ROOT/build}/roformer"
+PY="${ROFORMER_PYTHON:-$HOME/.cache/roformer/venv-torch-2.11.0/bin/python}"
+ME="${COMPARE_NAME:-compare_runs}"  # the wrapper's name in messages
+CONFIG="" OUT="" VFILE="" SEEDS="1234" VARIANTS="" BUDGETS="" LENGTHS="1" CLAIM=""
+SETS=()
+
+die() { echo "$ME: $*" >&2; exit 1; }
+trim() { local s="$1"; s="${s#"${s%%[![:space:]]*}"}"; printf '%s' "${s%"${s##*[![:space:]]}"}"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -c|--config) CONFIG="${2:?-c needs a file}"; shift 2 ;;
+    -o|--out) OUT="${2:?-o needs a directory}"; shift 2 ;;
+    --variants-file) VFILE="${2:?--variants-file needs a file}"; shift 2 ;;
+    --seeds) SEEDS="${2:?--seeds needs a list}"; shift 2 ;;
+    --variants) VARIANTS="${2:?--variants needs a list}"; shift 2 ;;
+    --steps) BUDGETS="${2:?--steps needs a list}"; shift 2 ;;
+    --lengths) LENGTHS="${2:?--lengths needs a list}"; shift 2 ;;
+    --claim) CLAIM="${2:?--claim needs a name}"; shift 2 ;;
+    --set) SETS+=(--set "${2:?--set needs KEY=VALUE}"); shift 2 ;;
+    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[ -n "$VFILE" ] || die "--variants-file is required"
+[ -f "$VFILE" ] || die "variants file $VFILE does not exist"
+[ -n "$CONFIG" ] || die "-c CONFIG is required"
+[ -f "$CONFIG" ] || die "config $CONFIG does not exist"
+[ -n "$OUT" ] || die "-o OUT is required"
+[ -x "$BIN" ] || die "$BIN is not built; run make build (or set BUILD_DIR)"
+"$PY" -c "import matplotlib" 2>/dev/null || die "$PY has no matplotlib (ROFORMER_PYTHON; scripts/setup.sh installs the venv)"
+
+# The variants file: NAMES in file order, LABEL[name], OVERRIDES[name] (as --set arguments).
+declare -A LABEL OVERRIDES
+NAMES=()
+while IFS= read -r line || [ -n "$line" ]; do
+  line="${line%%#*}"
+  [[ "$line" =~ [^[:space:]] ]] || continue
+  IFS='|' read -r name label sets <<<"$line"
+  name="$(trim "$name")" label="$(trim "$label")"
+  [[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] || die "$VFILE: variant name '$name' may hold letters, digits, '.', '_' and '-' only"
+  [ -z "${LABEL[$name]+x}" ] || die "$VFILE: variant '$name' is defined twice"
+  NAMES+=("$name")
+  LABEL[$name]="${label:-$name}"
+  args=""
+  for kv in $sets; do
+    [[ "$kv" == *=* ]] || die "$VFILE: variant '$name': '$kv' is not KEY=VALUE"
+    args+=" --set $kv"
+  done
+  OVERRIDES[$name]="$args"
+done <"$VFILE"
+[ ${#NAMES[@]} -gt 0 ] || die "$VFILE defines no variant"
+[ -n "$VARIANTS" ] || VARIANTS="${NAMES[*]}"
+for v in $VARIANTS; do
+  [ -n "${LABEL[$v]+x}" ] || die "unknown variant '$v' ($(tr ' ' ',' <<<"${NAMES[*]}" | sed 's/,/, /g'))"
+done
+for s in $SEEDS; do [[ "$s" =~ ^[0-9]+$ ]] || die "seed '$s' is not a whole number"; done
+for b in $BUDGETS; do [[ "$b" =~ ^[1-9][0-9]*$ ]] || die "budget '$b' (--steps) is not a positive whole number"; done
+for m in $LENGTHS; do [[ "$m" =~ ^[1-9][0-9]*$ ]] || die "length multiple '$m' is not a positive whole number"; done
+
+# The resolved config (file + --set), validated by roformer itself; a bad key stops here.
+RESOLVED="$("$BIN" config print -c "$CONFIG" "${SETS[@]}")" || die "the config does not resolve (see above)"
+key() {  # key SECTION NAME: a scalar of the resolved config
+  awk -v s="$1:" -v k="  $2:" '$0 == s {in_s = 1; next} /^[^ ]/ {in_s = 0} in_s && index($0, k) == 1 {
+    sub(/^[^:]*: */, ""); gsub(/"/, ""); print; exit }' <<<"$RESOLVED"
+}
+files() {  # files NAME: the one file of data.NAME ([a] -> a)
+  local v; v="$(key data "$1")"; v="${v#[}"; v="${v%]}"
+  [[ "$v" != *,* && -n "$v" ]] || die "data.$1 must list one file for this script, got [$v]"
+  echo "$v"
+}
+if [ -n "${BROWN_DIR:-}" ]; then
+  TRAIN="$(realpath -m "$BROWN_DIR/train.txt")" VALID="$(realpath -m "$BROWN_DIR/valid.txt")"
+else
+  TRAIN="$(realpath -m "$(files train_files)")" VALID="$(realpath -m "$(files valid_files)")"
+fi
+[ -f "$TRAIN" ] || die "training text $TRAIN does not exist (set BROWN_DIR to the Brown corpus folder, or data.train_files)"
+[ -f "$VALID" ] || die "validation text $VALID does not exist (set BROWN_DIR, or data.valid_files)"
+SEQ="$(key data max_seq_len)"
+
+mkdir -p "$OUT"
+if [ -f "$OUT/config.yaml" ]; then
+  cmp -s "$OUT/config.yaml" <(echo "$RESOLVED") ||
+    die "$OUT holds a comparison with another config ($OUT/config.yaml); pass a new -o, or remove $OUT to start over"
+else
+  [ -z "$(ls -A "$OUT")" ] || die "$OUT is not empty and holds no comparison; pass a new -o"
+  echo "$RESOLVED" >"$OUT/config.yaml"
+fi
+
+# One tokenizer and one prepared copy of each split for every run: the variants differ only in
+# their overrides.
+if [ ! -f "$OUT/tokenizer/tokenizer.model" ]; then
+  echo "== tokenizer ($(key tokenizer vocab_size) pieces) on $TRAIN =="
+  "$BIN" tokenizer train --input "$TRAIN" --vocab-size "$(key tokenizer vocab_size)" \
+    --model-type "$(key tokenizer model_type)" --seed "$(key tokenizer seed)" --out "$OUT/tokenizer"
+fi
+for split in train valid; do
+  src="$TRAIN"; [ "$split" = valid ] && src="$VALID"
+  if [ ! -f "$OUT/data/$split/meta.json" ]; then
+    echo "== preparing $split: $src =="
+    "$BIN" prepare --tokenizer "$OUT/tokenizer/tokenizer.model" --input "$src" --out "$OUT/data/$split" --no-progress
+  fi
+done
+
+# What the report needs to know of the variants: their order, labels and overrides, and the claim.
+{
+  printf '{"claim": "%s", "variants": [' "$CLAIM"
+  sep=""
+  for v in $VARIANTS; do
+    printf '%s{"name": "%s", "label": "%s", "overrides": "%s"}' "$sep" "$v" \
+      "$(sed 's/\\/\\\\/g; s/"/\\"/g' <<<"${LABEL[$v]}")" "$(sed 's/^ //; s/"/\\"/g' <<<"${OVERRIDES[$v]}")"
+    sep=", "
+  done
+  printf ']}\n'
+} >"$OUT/variants.json"
+
+RESULTS="$OUT/evals.jsonl"
+: >"$RESULTS"
+for budget in ${BUDGETS:-config}; do
+  budget_set=() tag="" steps_field=""
+  if [ "$budget" != config ]; then
+    budget_set=(--set "train.steps=$budget") tag="-n$budget" steps_field="\"steps\": $budget, "
+  fi
+  for seed in $SEEDS; do
+    for v in $VARIANTS; do
+      run="$OUT/runs/$v$tag-s$seed"
+      echo "== $v${tag:+, $budget steps}, seed $seed: training into $run =="
+      # shellcheck disable=SC2086
+      "$BIN" train -c "$CONFIG" "${SETS[@]}" ${OVERRIDES[$v]} "${budget_set[@]}" --set "train.seed=$seed" \
+        --set "tokenizer.model=$OUT/tokenizer/tokenizer.model" \
+        --set "data.train_files=[$OUT/data/train]" --set "data.valid_files=[$OUT/data/valid]" \
+        --set logging.progress=plain --run-dir "$run" --resume auto
+      for mult in $LENGTHS; do
+        len=$((SEQ * mult))
+        echo "== $v${tag:+, $budget steps}, seed $seed: evaluating at $len tokens =="
+        head="{\"variant\": \"$v\", \"seed\": $seed, ${steps_field}\"mult\": $mult, \"run\": \"$run\""
+        if out="$("$BIN" eval --checkpoint "$run" --data "$OUT/data/valid" --seq-len "$len" --json 2>"$OUT/eval.err")"; then
+          echo "$head, \"eval\": $(grep '^{' <<<"$out" | tail -n 1)}" >>"$RESULTS"
+          cat "$OUT/eval.err" >&2
+        else
+          rc=$?
+          [ "$rc" = 1 ] || { cat "$OUT/eval.err" >&2; die "roformer eval failed with exit $rc (not a refusal)"; }
+          reason="$(grep -v '^\s*$' "$OUT/eval.err" | tail -n 1 | sed 's/^\[[^]]*\] \[error\] //; s/\\/\\\\/g; s/"/\\"/g')"
+          echo "   refused: $reason"
+          echo "$head, \"seq_len\": $len, \"refused\": \"$reason\"}" >>"$RESULTS"
+        fi
+      done
+    done
+  done
+done
+rm -f "$OUT/eval.err"
+
+"$PY" "$ROOT/scripts/compare_report.py" "$OUT"
