@@ -25,6 +25,19 @@ const CLI::Validator kAtLeastOne(
     },
     "INT >= 1", "at least 1");
 
+// A fraction in (0, 1]: 0 would predict nothing (and must not mean "the default").
+const CLI::Validator kFraction(
+    [](std::string& value) -> std::string {
+      try {
+        size_t used = 0;
+        const double v = std::stod(value, &used);
+        if (used == value.size() && v > 0 && v <= 1) return "";
+      } catch (const std::exception&) {
+      }
+      return "must be a number in (0, 1], got '" + value + "'";
+    },
+    "(0, 1]", "fraction");
+
 }  // namespace
 
 void register_tool_commands(CLI::App& app) {
@@ -34,8 +47,8 @@ void register_tool_commands(CLI::App& app) {
     cmd->add_option("--checkpoint", req->checkpoint, "Checkpoint directory, or a run directory (its newest one)")
         ->required();
     cmd->add_option("--data", req->data, "Text/JSONL files or a prepared directory (default: the run's validation files)");
-    cmd->add_option("--mask-prob", req->mask_prob, "Fraction of positions predicted (default: the run's masking.mask_prob)")
-        ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--mask-prob", req->mask_prob, "Fraction of positions predicted, 80/10/10 (default: the run's eval.mask_prob, 0.15 unless set)")
+        ->check(kFraction);
     cmd->add_option("--seed", req->seed, "Seed of the masks (fixed: figures compare across runs)")->capture_default_str();
     cmd->add_option("--batch-size", req->batch_size, "Sequences per batch (does not change the figures)")
         ->check(kAtLeastOne)->capture_default_str();

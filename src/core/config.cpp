@@ -294,9 +294,12 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(optimizer, grad_clip, "Clip the global gradient norm to this; 0 disables", at_least(0));
   ROFORMER_FIELD(optimizer, fused, "Use the fused AdamW kernel (at::_fused_adamw_, CUDA and CPU); false: torch::optim::AdamW's per-parameter loop");
   // schedule
-  ROFORMER_FIELD(schedule, type, "Decay after warmup", one_of({"linear", "cosine", "constant"}));
+  ROFORMER_FIELD(schedule, type, "Decay after warmup: linear or cosine to min_lr at the last step; wsd (warmup-stable-decay): the peak until the last decay_fraction of the steps, then linear to min_lr; constant",
+                 one_of({"linear", "cosine", "wsd", "constant"}));
   ROFORMER_FIELD(schedule, warmup_steps, "Linear warmup steps from 0 to optimizer.lr", at_least(0));
   ROFORMER_FIELD(schedule, min_lr, "Learning rate reached at the last step", at_least(0));
+  ROFORMER_FIELD(schedule, decay_fraction, "wsd: fraction of train.steps at the end that decays linearly to min_lr",
+                 Constraint{0, 1, true, false, {}});
   // train
   ROFORMER_FIELD(train, steps, "Optimizer steps", at_least(1));
   ROFORMER_FIELD(train, batch_size, "Sequences per micro-batch", at_least(1));
@@ -321,6 +324,8 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(eval, max_sequences, "Validation sequences evaluated (a fixed, deterministic set)", at_least(1));
   ROFORMER_FIELD(eval, batch_size, "Sequences per evaluation batch", at_least(1));
   ROFORMER_FIELD(eval, seed, "Seed of the evaluation masks (fixed so figures compare across runs)", at_least(0));
+  ROFORMER_FIELD(eval, mask_prob, "Fraction of positions predicted at evaluation, 80/10/10 by piece whatever masking.* trains with, so accuracies compare across recipes",
+                 Constraint{0, 1, true, false, {}});
   // distributed
   ROFORMER_FIELD(distributed, backend, "Collectives when torchrun/SLURM start several processes: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
                  one_of({"auto", "gloo", "nccl"}));

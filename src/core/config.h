@@ -75,9 +75,10 @@ struct OptimizerConfig {
 };
 
 struct ScheduleConfig {
-  std::string type = "linear";            // linear | cosine | constant
+  std::string type = "linear";            // linear | cosine | wsd | constant
   int64_t warmup_steps = 1000;
   double min_lr = 0.0;
+  double decay_fraction = 0.2;            // wsd: the last fraction of train.steps that decays to min_lr
 };
 
 struct TrainConfig {
@@ -107,6 +108,7 @@ struct EvalConfig {
   int64_t max_sequences = 2048;
   int64_t batch_size = 32;
   int64_t seed = 0;
+  double mask_prob = 0.15;                // the evaluation's masking (80/10/10, by piece), whatever masking.* trains with
 };
 
 // Data parallelism (docs/distributed.md). Used only when a launcher (torchrun, SLURM srun) starts

@@ -253,6 +253,14 @@ LoaderOptions loader_options_from_config(const config::Config& config, int64_t b
   return o;
 }
 
+LoaderOptions eval_loader_options(const config::Config& config, int64_t batch_size) {
+  LoaderOptions o = loader_options_from_config(config, batch_size);
+  o.num_workers = 0;
+  o.masking = config::MaskingConfig{};  // 80/10/10, by piece, exact count
+  o.masking.mask_prob = config.eval.mask_prob;
+  return o;
+}
+
 // ---- MlmLoader ----------------------------------------------------------------------------------
 
 namespace {

@@ -49,6 +49,11 @@ struct LoaderOptions {
 // false: the caller sets it once the device is chosen and bound (core::select_device).
 LoaderOptions loader_options_from_config(const config::Config& config, int64_t batch_size /*micro-batch*/);
 
+// The evaluation's options: as above, but masked by the fixed evaluation protocol whatever masking.*
+// trains with (eval.mask_prob of the pieces, exactly that many per sequence, 80% [MASK] / 10% random /
+// 10% kept), so MLM accuracies compare across training recipes; no background workers.
+LoaderOptions eval_loader_options(const config::Config& config, int64_t batch_size);
+
 struct Batch {
   torch::Tensor input_ids;       // (B, T) int64
   torch::Tensor attention_mask;  // (B, T) int64, 1 = token, 0 = padding; undefined when the batch has no padding

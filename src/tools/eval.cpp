@@ -81,10 +81,9 @@ int run_eval(const EvalRequest& req) {
     corpus = data::PreparedCorpus::open(temp->dir(), ck.tokenizer->fingerprint());
   }
   config::Config cfg = ck.config;
-  if (req.mask_prob > 0) cfg.masking.mask_prob = req.mask_prob;
+  if (req.mask_prob > 0) cfg.eval.mask_prob = req.mask_prob;
   if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, cfg.model);
-  auto opts = data::loader_options_from_config(cfg, req.batch_size);
-  opts.num_workers = 0;
+  auto opts = data::eval_loader_options(cfg, req.batch_size);
   opts.pin_memory = device.is_cuda();
   const int64_t max_seq = req.max_sequences > 0 ? req.max_sequences : std::numeric_limits<int64_t>::max();
   auto batches = data::make_eval_batches(corpus, opts, max_seq, req.batch_size, req.seed);
@@ -107,14 +106,14 @@ int run_eval(const EvalRequest& req) {
       ck.dir, step, data_desc, r.n_sequences, cfg.data.max_seq_len,
       cfg.data.max_seq_len != ck.config.data.max_seq_len ? fmt::format(" (trained at {})", ck.config.data.max_seq_len)
                                                          : std::string(),
-      r.n_predicted, cfg.masking.mask_prob, req.seed,
+      r.n_predicted, cfg.eval.mask_prob, req.seed,
       r.accuracy, r.top5_accuracy, r.loss, r.perplexity, tokens_per_s, device.str(), r.seconds);
   if (req.json) {
     nlohmann::json rec = {{"checkpoint", ck.dir}, {"step", step}, {"accuracy", r.accuracy},
                           {"top5_accuracy", r.top5_accuracy}, {"loss", r.loss}, {"perplexity", r.perplexity},
                           {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"n_tokens", r.n_tokens},
                           {"seq_len", cfg.data.max_seq_len}, {"train_seq_len", ck.config.data.max_seq_len},
-                          {"mask_prob", cfg.masking.mask_prob}, {"seed", req.seed}, {"batch_size", req.batch_size},
+                          {"mask_prob", cfg.eval.mask_prob}, {"seed", req.seed}, {"batch_size", req.batch_size},
                           {"tokens_per_s", tokens_per_s}, {"seconds", r.seconds}};
     std::cout << rec.dump() << std::endl;
   }

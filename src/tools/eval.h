@@ -11,7 +11,7 @@ namespace roformer::tools {
 struct EvalRequest {
   std::string checkpoint;          // checkpoint or run directory
   std::vector<std::string> data;   // raw text / JSONL files or one prepared directory; empty: the run's validation files
-  double mask_prob = 0;            // 0: the checkpoint's masking.mask_prob
+  double mask_prob = 0;            // 0: the checkpoint's eval.mask_prob (0.15 unless set)
   int64_t seed = 0;
   int64_t batch_size = 32;
   int64_t max_sequences = 0;       // 0: every sequence

@@ -11,13 +11,16 @@ LrSchedule::LrSchedule(const config::ScheduleConfig& schedule, double peak_lr, i
       warmup_(schedule.warmup_steps),
       peak_(peak_lr),
       min_(schedule.min_lr),
-      total_(total_steps) {}
+      total_(total_steps),
+      decay_start_(std::max<int64_t>(warmup_, total_steps - std::llround(schedule.decay_fraction * static_cast<double>(total_steps)))) {}
 
 double LrSchedule::lr(int64_t step) const {
   if (step < warmup_) return peak_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
   if (type_ == "constant") return peak_;
-  const int64_t span = std::max<int64_t>(1, total_ - warmup_ - 1);
-  const double p = std::clamp(static_cast<double>(step - warmup_) / static_cast<double>(span), 0.0, 1.0);
+  const int64_t start = type_ == "wsd" ? decay_start_ : warmup_;  // the decay runs from here to the last step
+  if (step < start) return peak_;
+  const int64_t span = std::max<int64_t>(1, total_ - start - 1);
+  const double p = std::clamp(static_cast<double>(step - start) / static_cast<double>(span), 0.0, 1.0);
   if (type_ == "cosine") return min_ + (peak_ - min_) * 0.5 * (1.0 + std::cos(M_PI * p));
   return min_ + (peak_ - min_) * (1.0 - p);
 }

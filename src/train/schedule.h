@@ -1,5 +1,6 @@
 // Learning-rate schedule: linear warmup from 0 to the peak, then linear or cosine decay to min_lr at
-// the last step, or constant. A pure function of the step, so its "state" is the global step.
+// the last step, warmup-stable-decay, or constant. A pure function of the step, so its "state" is
+// the global step.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,9 @@ class LrSchedule {
   //   decay:   p = (step - warmup) / (total - warmup - 1), in [0, 1]
   //            linear: min + (peak - min) * (1 - p)
   //            cosine: min + (peak - min) * (1 + cos(pi * p)) / 2
+  //   wsd:     the peak until s0 = max(warmup, total - round(decay_fraction * total)), then linear
+  //            from the peak at s0 to min at the last step (Hu et al. 2024, MiniCPM; Hägele et al.
+  //            2024: a constant rate with a short cooldown matches cosine at any budget)
   //   constant: peak after warmup.
   double lr(int64_t step) const;
 
@@ -27,6 +31,7 @@ class LrSchedule {
   double peak_;
   double min_;
   int64_t total_;
+  int64_t decay_start_;  // wsd: s0
 };
 
 }  // namespace roformer::train

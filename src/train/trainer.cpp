@@ -544,8 +544,7 @@ void Trainer::setup_data() {
   loader_opts.world_size = env_.world_size;
   loader_ = std::make_unique<data::MlmLoader>(train_corpus_, loader_opts);
   if (valid_corpus_) {
-    auto eval_opts = data::loader_options_from_config(cfg_, cfg_.eval.batch_size);
-    eval_opts.num_workers = 0;
+    auto eval_opts = data::eval_loader_options(cfg_, cfg_.eval.batch_size);
     eval_opts.pin_memory = device_.is_cuda();
     eval_batches_ = data::make_eval_batches(valid_corpus_, eval_opts, cfg_.eval.max_sequences, cfg_.eval.batch_size,
                                             cfg_.eval.seed);

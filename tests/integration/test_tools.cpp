@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -223,6 +224,53 @@ TEST_F(ToolsTest, CountOptionsSayAtLeastOne) {
       << b.output;
   EXPECT_EQ(k.output.find("1.797"), std::string::npos) << k.output;
   EXPECT_EQ(b.output.find("1.797"), std::string::npos) << b.output;
+}
+
+// --mask-prob is a fraction in (0, 1]: 0 would predict nothing and is refused, never read as "the default".
+TEST_F(ToolsTest, MaskProbMustBeAFraction) {
+  for (const char* bad : {"0", "-0.1", "1.5", "x"}) {
+    auto r = run_roformer("eval --device cpu --mask-prob " + std::string(bad) + " --checkpoint " + run_);
+    EXPECT_EQ(r.exit_code, 1) << bad << r.output;
+    EXPECT_NE(r.output.find("--mask-prob: must be a number in (0, 1], got '" + std::string(bad) + "'"),
+              std::string::npos) << r.output;
+  }
+  const json half = eval_json("--mask-prob 0.5 --max-sequences 16");
+  const json usual = eval_json("--max-sequences 16");
+  EXPECT_EQ(half["mask_prob"], 0.5);
+  EXPECT_EQ(usual["mask_prob"], 0.15);  // the evaluation protocol's rate (eval.mask_prob)
+  EXPECT_GT(half["n_predicted"].get<int64_t>(), 3 * usual["n_predicted"].get<int64_t>());
+}
+
+// A run trained with another masking recipe is evaluated by the same protocol (eval.mask_prob 0.15,
+// 80/10/10): during training and by `roformer eval`, with the same predicted positions as any run.
+TEST(ToolsEval, TrainingMaskingDoesNotChangeTheEvaluation) {
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(40, 4, 3));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 4, 4));
+  auto run = [&](const std::string& name, const std::string& masking) {
+    write_file(tmp.str(name + ".yaml"),
+               model_yaml("post") + "tokenizer:\n  vocab_size: 120\n"
+               "data:\n  train_files: [" + tmp.str("train.txt") + "]\n  valid_files: [" + tmp.str("valid.txt") +
+               "]\n  max_seq_len: 32\n" + masking +
+               "schedule:\n  warmup_steps: 1\ntrain:\n  steps: 4\n  batch_size: 4\n  precision: fp32\n"
+               "  device: cpu\nlogging:\n  progress: plain\neval:\n  every: 0\n  max_sequences: 32\n");
+    auto r = run_roformer("train -c " + tmp.str(name + ".yaml") + " --run-dir " + tmp.str(name));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    json last;
+    std::istringstream lines(read_file(tmp.str(name + "/metrics.jsonl")));
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty() && json::parse(line)["type"] == "eval") last = json::parse(line);
+    return last;
+  };
+  const json standard = run("standard", "");
+  const json heavy = run("heavy", "masking:\n  mask_prob: 0.4\n  mask_token_rate: 1.0\n  random_token_rate: 0.0\n");
+  ASSERT_FALSE(standard.is_null());
+  ASSERT_FALSE(heavy.is_null());
+  EXPECT_EQ(heavy["n_predicted"], standard["n_predicted"]);
+  EXPECT_EQ(heavy["n_sequences"], standard["n_sequences"]);
+  auto e = run_roformer("eval --device cpu --json --checkpoint " + tmp.str("heavy"));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_EQ(last_json(e.output)["mask_prob"], 0.15);
 }
 
 TEST_F(ToolsTest, ExportRefusesNonEmptyDirectoryAndCheckpoints) {

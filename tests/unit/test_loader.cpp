@@ -501,3 +501,32 @@ TEST(LoaderConfig, OptionsFromConfig) {
   EXPECT_FALSE(o.pin_memory);
   EXPECT_TRUE(o.masking.whole_word);
 }
+
+// Evaluation masks by one protocol (eval.mask_prob, 80/10/10 by piece, exact count) whatever
+// masking.* trains with, so accuracies of runs trained with other recipes compare.
+TEST_F(LoaderTest, EvalOptionsIgnoreTheTrainingMasking) {
+  const int64_t T = 64;
+  roformer::config::Config c;
+  c.data.max_seq_len = T;
+  c.data.num_workers = 2;
+  c.masking.mask_prob = 0.4;
+  c.masking.mask_token_rate = 1.0;
+  c.masking.random_token_rate = 0.0;
+  c.masking.exact_count = false;
+  const LoaderOptions o = eval_loader_options(c, 4);
+  EXPECT_EQ(o.num_workers, 0);
+  EXPECT_DOUBLE_EQ(o.masking.mask_prob, 0.15);
+  EXPECT_DOUBLE_EQ(o.masking.mask_token_rate, 0.8);
+  EXPECT_DOUBLE_EQ(o.masking.random_token_rate, 0.1);
+  EXPECT_TRUE(o.masking.exact_count);
+  EXPECT_FALSE(o.masking.whole_word);
+  roformer::config::Config plain;
+  plain.data.max_seq_len = T;
+  const auto a = make_eval_batches(corpus(), o, 12, 4, 3);
+  const auto b = make_eval_batches(corpus(), eval_loader_options(plain, 4), 12, 4, 3);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) expect_same(a[i], b[i], "eval batch " + std::to_string(i));
+  c.eval.mask_prob = 0.3;  // the evaluation's own rate moves it
+  EXPECT_GT(make_eval_batches(corpus(), eval_loader_options(c, 4), 12, 4, 3)[0].pred_positions.numel(),
+            a[0].pred_positions.numel());
+}

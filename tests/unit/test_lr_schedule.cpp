@@ -37,6 +37,21 @@ TEST(LrSchedule, CosineDecay) {
   EXPECT_NEAR(s.lr(100), 0.0, 1e-12);
 }
 
+TEST(LrSchedule, WarmupStableDecay) {
+  ScheduleConfig c = make("wsd", 10, 1e-5);
+  c.decay_fraction = 0.2;
+  LrSchedule s(c, 1e-3, 110);               // decay from step 110 - 22 = 88 to the last step, 109
+  EXPECT_DOUBLE_EQ(s.lr(4), 5e-4);          // warmup as for every schedule
+  EXPECT_DOUBLE_EQ(s.lr(10), 1e-3);         // stable at the peak ...
+  EXPECT_DOUBLE_EQ(s.lr(87), 1e-3);
+  EXPECT_DOUBLE_EQ(s.lr(88), 1e-3);         // ... until the decay starts there
+  EXPECT_NEAR(s.lr(99), 1e-5 + (1e-3 - 1e-5) * (1.0 - 11.0 / 21.0), 1e-15);
+  EXPECT_DOUBLE_EQ(s.lr(109), 1e-5);        // min_lr at the last step
+  c.decay_fraction = 1.0;                   // the whole run decays: the linear schedule
+  LrSchedule all(c, 1e-3, 110), linear(make("linear", 10, 1e-5), 1e-3, 110);
+  for (int64_t step : {0, 9, 10, 50, 100, 109}) EXPECT_DOUBLE_EQ(all.lr(step), linear.lr(step)) << step;
+}
+
 TEST(LrSchedule, ConstantAfterWarmup) {
   LrSchedule s(make("constant", 4, 0.0), 0.5, 1000);
   EXPECT_DOUBLE_EQ(s.lr(1), 0.25);
