@@ -2,8 +2,9 @@
 # Variants of one config trained at an equal budget and compared: the engine behind
 # scripts/compare_positions.sh (position schemes) and scripts/compare_recipe.sh (pretraining recipe).
 #
-# A variants file names the variants, one a line:  NAME | LABEL | KEY=VALUE KEY=VALUE ...
-# (the config overrides that make the variant; '#' starts a comment). From the config, every chosen
+# A variants file names the variants, one a line:  NAME | LABEL | KEY=VALUE KEY*=FACTOR ...
+# (the config overrides that make the variant, KEY*=FACTOR scaling the config's value; '#' starts a
+# comment). From the config, every chosen
 # variant is trained for every seed and every budget (train.steps) with one tokenizer and one
 # prepared copy of the data for all, validated during training, and its final checkpoint evaluated on
 # the validation split at the given multiples of the training length (`roformer eval --seq-len`; a
@@ -72,12 +73,11 @@ while IFS= read -r line || [ -n "$line" ]; do
   [ -z "${LABEL[$name]+x}" ] || die "$VFILE: variant '$name' is defined twice"
   NAMES+=("$name")
   LABEL[$name]="${label:-$name}"
-  args=""
-  for kv in $sets; do
-    [[ "$kv" == *=* ]] || die "$VFILE: variant '$name': '$kv' is not KEY=VALUE"
-    args+=" --set $kv"
+  read -ra items <<<"$sets"
+  for kv in "${items[@]}"; do
+    [[ "$kv" =~ ^[a-z_]+\.[a-z_0-9]+\*?=.+$ ]] || die "$VFILE: variant '$name': '$kv' is not KEY=VALUE or KEY*=FACTOR"
   done
-  OVERRIDES[$name]="$args"
+  OVERRIDES[$name]="$sets"
 done <"$VFILE"
 [ ${#NAMES[@]} -gt 0 ] || die "$VFILE defines no variant"
 [ -n "$VARIANTS" ] || VARIANTS="${NAMES[*]}"
@@ -107,6 +107,22 @@ fi
 [ -f "$TRAIN" ] || die "training text $TRAIN does not exist (set BROWN_DIR to the Brown corpus folder, or data.train_files)"
 [ -f "$VALID" ] || die "validation text $VALID does not exist (set BROWN_DIR, or data.valid_files)"
 SEQ="$(key data max_seq_len)"
+# A variant's overrides as --set arguments; KEY*=FACTOR scales the resolved config's value (a learning
+# rate sweep that holds for any config).
+set_args() {
+  local kv out="" k f base items
+  read -ra items <<<"${OVERRIDES[$1]}"
+  for kv in "${items[@]}"; do
+    if [[ "$kv" == *"*="* ]]; then
+      k="${kv%%\*=*}" f="${kv#*\*=}" base="$(key "${k%%.*}" "${k#*.}")"
+      [[ "$f" =~ ^[0-9.eE+-]+$ && "$base" =~ ^[0-9.eE+-]+$ ]] || die "variant '$1': cannot scale $k ('$base') by '$f'"
+      kv="$k=$(awk -v b="$base" -v f="$f" 'BEGIN { printf "%.6g", b * f }')"
+    fi
+    out+=" --set $kv"
+  done
+  echo "$out"
+}
+for v in $VARIANTS; do set_args "$v" >/dev/null; done  # a bad factor stops here, not inside a run
 
 mkdir -p "$OUT"
 if [ -f "$OUT/config.yaml" ]; then
@@ -138,7 +154,7 @@ done
   sep=""
   for v in $VARIANTS; do
     printf '%s{"name": "%s", "label": "%s", "overrides": "%s"}' "$sep" "$v" \
-      "$(sed 's/\\/\\\\/g; s/"/\\"/g' <<<"${LABEL[$v]}")" "$(sed 's/^ //; s/"/\\"/g' <<<"${OVERRIDES[$v]}")"
+      "$(sed 's/\\/\\\\/g; s/"/\\"/g' <<<"${LABEL[$v]}")" "$(set_args "$v" | sed 's/^ //; s/"/\\"/g')"
     sep=", "
   done
   printf ']}\n'
@@ -156,7 +172,7 @@ for budget in ${BUDGETS:-config}; do
       run="$OUT/runs/$v$tag-s$seed"
       echo "== $v${tag:+, $budget steps}, seed $seed: training into $run =="
       # shellcheck disable=SC2086
-      "$BIN" train -c "$CONFIG" "${SETS[@]}" ${OVERRIDES[$v]} "${budget_set[@]}" --set "train.seed=$seed" \
+      "$BIN" train -c "$CONFIG" "${SETS[@]}" $(set_args "$v") "${budget_set[@]}" --set "train.seed=$seed" \
         --set "tokenizer.model=$OUT/tokenizer/tokenizer.model" \
         --set "data.train_files=[$OUT/data/train]" --set "data.valid_files=[$OUT/data/valid]" \
         --set logging.progress=plain --run-dir "$run" --resume auto
