@@ -238,7 +238,8 @@ TEST_F(ToolsTest, MaskProbMustBeAFraction) {
   const json usual = eval_json("--max-sequences 16");
   EXPECT_EQ(half["mask_prob"], 0.5);
   EXPECT_EQ(usual["mask_prob"], 0.15);  // the evaluation protocol's rate (eval.mask_prob)
-  EXPECT_GT(half["n_predicted"].get<int64_t>(), 3 * usual["n_predicted"].get<int64_t>());
+  EXPECT_EQ(half["n_predicted"].get<int64_t>(), 16 * 15);  // round(0.5 * 30) of 16 sequences of 32 tokens
+  EXPECT_EQ(usual["n_predicted"].get<int64_t>(), 16 * 5);  // round(0.15 * 30)
 }
 
 // A run trained with another masking recipe is evaluated by the same protocol (eval.mask_prob 0.15,
