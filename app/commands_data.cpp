@@ -12,31 +12,46 @@
 
 namespace roformer::app {
 
+namespace {
+
+constexpr const char* kInputHelp =
+    "Input files (text; .jsonl/.json; Parquet; text and JSONL also .gz or .zst), folders (their corpus files, "
+    "recursively) or quoted glob patterns such as 'corpus/*.parquet'; read in the order given, a folder's or "
+    "pattern's files sorted by path";
+constexpr const char* kTextFieldHelp = "JSONL field / Parquet column holding the text";
+
+}  // namespace
+
 void register_data_commands(CLI::App& app) {
   // roformer tokenizer train
   auto* tokenizer = app.add_subcommand("tokenizer", "Train a SentencePiece tokenizer ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4)");
   tokenizer->require_subcommand(1);
   auto topts = std::make_shared<data::TokenizerTrainOptions>();
-  auto* train = tokenizer->add_subcommand("train", "Train a tokenizer on plain text or JSONL; writes DIR/tokenizer.model");
-  train->add_option("--input", topts->inputs, "Input files (plain text, or .jsonl/.json)")->required();
+  auto no_tokenizer_progress = std::make_shared<bool>(false);
+  auto* train = tokenizer->add_subcommand("train", "Train a tokenizer on text, JSONL or Parquet; writes DIR/tokenizer.model");
+  train->add_option("--input", topts->inputs, kInputHelp)->required();
   train->add_option("--vocab-size", topts->vocab_size, "Vocabulary size, special tokens included")->required();
   train->add_option("--model-type", topts->model_type, "unigram | bpe")->capture_default_str();
   train->add_option("--out", topts->out_dir, "Output directory")->required();
   train->add_option("--character-coverage", topts->character_coverage, "Share of characters covered")->capture_default_str();
   train->add_option("--input-sentence-size", topts->input_sentence_size, "Paragraphs sampled from large inputs")->capture_default_str();
   train->add_option("--seed", topts->seed, "Sampling seed")->capture_default_str();
-  train->add_option("--jsonl-field", topts->jsonl_field, "Text field of JSONL inputs")->capture_default_str();
-  train->callback([topts] { data::train_tokenizer(*topts); });
+  train->add_option("--text-field,--jsonl-field", topts->text_field, kTextFieldHelp)->capture_default_str();
+  train->add_flag("--no-progress", *no_tokenizer_progress, "No progress bar or progress log lines while reading");
+  train->callback([topts, no_tokenizer_progress] {
+    topts->progress = !*no_tokenizer_progress;
+    data::train_tokenizer(*topts);
+  });
 
   // roformer prepare
   auto popts = std::make_shared<data::PrepareOptions>();
   auto no_progress = std::make_shared<bool>(false);
   auto* prepare = app.add_subcommand("prepare", "Encode a corpus once into binary token shards (read by mmap during training)");
   prepare->add_option("--tokenizer", popts->tokenizer_model, "Tokenizer .model")->required();
-  prepare->add_option("--input", popts->inputs, "Input files (plain text, or .jsonl/.json)")->required();
+  prepare->add_option("--input", popts->inputs, kInputHelp)->required();
   prepare->add_option("--out", popts->out_dir, "Output directory")->required();
   prepare->add_option("--threads", popts->num_threads, "Encoding threads (0 = all cores)")->capture_default_str();
-  prepare->add_option("--jsonl-field", popts->jsonl_field, "Text field of JSONL inputs")->capture_default_str();
+  prepare->add_option("--text-field,--jsonl-field", popts->text_field, kTextFieldHelp)->capture_default_str();
   prepare->add_flag("--no-progress", *no_progress, "No progress bar or progress log lines");
   prepare->callback([popts, no_progress] {
     popts->progress = !*no_progress;

@@ -46,7 +46,9 @@ void register_tool_commands(CLI::App& app) {
     auto* cmd = app.add_subcommand("eval", "MLM accuracy (top-1/top-5), loss and perplexity of a checkpoint");
     cmd->add_option("--checkpoint", req->checkpoint, "Checkpoint directory, or a run directory (its newest one)")
         ->required();
-    cmd->add_option("--data", req->data, "Text/JSONL files or a prepared directory (default: the run's validation files)");
+    cmd->add_option("--data", req->data, "Text, JSONL or Parquet files (.gz/.zst too), folders, glob patterns, or prepared "
+                    "directories (default: the run's validation files)");
+    cmd->add_option("--text-field", req->text_field, "JSONL field / Parquet column holding the text (default: the run's data.text_field)");
     cmd->add_option("--mask-prob", req->mask_prob, "Fraction of positions predicted, 80/10/10 (default: the run's eval.mask_prob, 0.15 unless set)")
         ->check(kFraction);
     cmd->add_option("--seed", req->seed, "Seed of the masks (fixed: figures compare across runs)")->capture_default_str();

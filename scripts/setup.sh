@@ -15,6 +15,7 @@ set -euo pipefail
 TORCH_VERSION=2.11.0          # the GPU machine's version; LibTorch comes from this wheel
 TRANSFORMERS_VERSION=5.23.0   # tests only: golden values and the export round trip
 PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy matplotlib"
+PYARROW_VERSION=26.0.1        # Parquet input: the build links the Arrow C++ libraries of this wheel
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ROFORMER_VENV:-$HOME/.cache/roformer/venv-torch-$TORCH_VERSION}"
@@ -27,6 +28,7 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 APT_PACKAGES="build-essential cmake ninja-build ccache pkg-config python3 python3-venv
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev"
+APT_PACKAGES="$APT_PACKAGES zlib1g-dev libzstd-dev"  # gzip and zstd input (src/data/byte_stream.cpp)
 missing=()
 for p in $APT_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -50,6 +52,12 @@ fi
 if ! "$PY" -c "import transformers, matplotlib, sys; sys.exit(0 if transformers.__version__ == '$TRANSFORMERS_VERSION' else 1)" 2>/dev/null; then
   say "installing test packages into the venv: $PY_TEST_PACKAGES"
   "$PY" -m pip install -q $PY_TEST_PACKAGES
+fi
+# Parquet input: pyarrow's wheel ships libarrow/libparquet and their headers (CMakeLists.txt, "Input
+# formats"); zstandard writes the tests' .zst fixtures (pyarrow writes their Parquet ones).
+if ! "$PY" -c "import pyarrow, zstandard, sys; sys.exit(0 if pyarrow.__version__ == '$PYARROW_VERSION' else 1)" 2>/dev/null; then
+  say "installing pyarrow==$PYARROW_VERSION and zstandard into the venv"
+  "$PY" -m pip install -q "pyarrow==$PYARROW_VERSION" zstandard
 fi
 TORCH_PREFIX="$("$PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
 

@@ -268,15 +268,15 @@ std::vector<Field> build_fields() {
                  at_least(1));
   ROFORMER_FIELD(tokenizer, seed, "Seed of the sampling", at_least(0));
   // data
-  ROFORMER_FIELD(data, train_files, "Training text (plain text or JSONL), or a prepared directory");
-  ROFORMER_FIELD(data, valid_files, "Validation text, or a prepared directory; empty disables evaluation");
+  ROFORMER_FIELD(data, train_files, "Training data: text, JSONL or Parquet files (.gz/.zst too), folders and glob patterns; or prepared directories");
+  ROFORMER_FIELD(data, valid_files, "Validation data, as data.train_files; empty disables evaluation");
   ROFORMER_FIELD(data, prepared_dir, "Where prepared token shards are written; empty means RUN_DIR/data");
   ROFORMER_FIELD(data, max_seq_len, "Sequence length T, [CLS] and [SEP] included", at_least(8));
   ROFORMER_FIELD(data, packing, "full: pack documents into full sequences (no padding); document: one document per sequence, padded",
                  one_of({"full", "document"}));
   ROFORMER_FIELD(data, num_workers, "Background threads building batches", at_least(0));
   ROFORMER_FIELD(data, prefetch, "Batches queued ahead of the training step", at_least(1));
-  ROFORMER_FIELD(data, jsonl_field, "Field holding the text in JSONL inputs");
+  ROFORMER_FIELD(data, text_field, "JSONL field or Parquet column holding the text");
   // masking
   ROFORMER_FIELD(masking, mask_prob, "Fraction of positions chosen for prediction", Constraint{0, 1, true, true, {}});
   ROFORMER_FIELD(masking, mask_token_rate, "Of the chosen positions, fraction replaced by [MASK]", unit_interval());
@@ -373,9 +373,17 @@ std::vector<std::string> section_names() {
   return out;
 }
 
+// Keys renamed since configs (and checkpoints, which store theirs) were written: the old name
+// still sets the new key.
+const std::map<std::string, std::string> kRenamedKeys = {{"data.jsonl_field", "data.text_field"}};
+
 const Field* find_field(const std::string& path) {
   for (const auto& f : fields())
     if (f.path() == path) return &f;
+  if (const auto renamed = kRenamedKeys.find(path); renamed != kRenamedKeys.end()) {
+    spdlog::info("config key {} is now {}; it sets that key", path, renamed->second);
+    return find_field(renamed->second);
+  }
   return nullptr;
 }
 

@@ -45,14 +45,14 @@ struct TokenizerConfig {
 };
 
 struct DataConfig {
-  std::vector<std::string> train_files;   // raw text / JSONL, or a prepared directory
+  std::vector<std::string> train_files;   // text / JSONL / Parquet files, folders, globs; or prepared dirs
   std::vector<std::string> valid_files;
   std::string prepared_dir = "";          // where prepared shards go; empty: RUN_DIR/data
   int64_t max_seq_len = 512;              // T, including [CLS] and [SEP]
   std::string packing = "full";           // full (pack documents, no padding) | document (pad)
   int64_t num_workers = 2;                // background batch builders
   int64_t prefetch = 4;                   // batches queued ahead
-  std::string jsonl_field = "text";
+  std::string text_field = "text";        // JSONL field / Parquet column holding the text
 };
 
 struct MaskingConfig {

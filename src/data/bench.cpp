@@ -54,8 +54,8 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
     p.num_threads = threads;
     p.progress = false;
     const PrepareStats s = prepare_corpus(p);
-    table << "| prepare | " << threads << " thread(s) | " << fmt::format("{:.2f} MB/s, {:.2f}M tokens/s", s.bytes / 1e6 / s.seconds,
-                                                                         s.tokens / 1e6 / s.seconds)
+    table << "| prepare | " << threads << " thread(s) | "
+          << fmt::format("{:.2f} MB/s of text, {:.2f}M tokens/s", s.text_bytes / 1e6 / s.seconds, s.tokens / 1e6 / s.seconds)
           << " |\n";
     prepared = p.out_dir;
   }

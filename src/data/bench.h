@@ -9,7 +9,7 @@
 namespace roformer::data {
 
 struct DataBenchOptions {
-  std::string input;                      // plain text or JSONL
+  std::string input;                      // any input prepare reads (file, folder, pattern)
   std::string tokenizer;                  // .model; empty: train a vocab-8000 unigram one on input
   int64_t seq_len = 512;
   int64_t batch_size = 32;

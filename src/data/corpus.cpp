@@ -81,13 +81,38 @@ MappedFile map_checked(const fs::path& path, const char (&magic)[8], uint32_t dt
 PreparedCorpus::~PreparedCorpus() {
   for (auto& s : shards_)
     if (s.map.base) ::munmap(s.map.base, s.map.size);
-  if (index_map_.base) ::munmap(index_map_.base, index_map_.size);
+  for (auto& p : parts_)
+    if (p.index_map.base) ::munmap(p.index_map.base, p.index_map.size);
   if (word_map_.base) ::munmap(word_map_.base, word_map_.size);
 }
 
 std::shared_ptr<const PreparedCorpus> PreparedCorpus::open(const std::string& dir, const std::string& expected_fingerprint) {
-  const fs::path root(dir);
-  const fs::path meta_path = root / format::kMetaFile;
+  return open(std::vector<std::string>{dir}, expected_fingerprint);
+}
+
+std::shared_ptr<const PreparedCorpus> PreparedCorpus::open(const std::vector<std::string>& dirs,
+                                                           const std::string& expected_fingerprint) {
+  if (dirs.empty()) throw Error("no prepared corpus given");
+  std::shared_ptr<PreparedCorpus> c(new PreparedCorpus());
+  for (const auto& dir : dirs) {
+    c->add_part(dir, expected_fingerprint);
+    c->dir_ += (c->dir_.empty() ? "" : ", ") + dir;
+  }
+  return c;
+}
+
+namespace {
+
+// What a prepared directory's meta.json says, checked for range.
+struct PartMeta {
+  std::string fingerprint;
+  int64_t vocab = 0, documents = 0, tokens = 0;
+  int token_bytes = 0;
+  nlohmann::json shards;  // [{"file": name, "tokens": n}, ...]
+};
+
+PartMeta read_part_meta(const std::string& dir, const std::string& expected_fingerprint) {
+  const fs::path meta_path = fs::path(dir) / format::kMetaFile;
   if (!fs::exists(meta_path))
     throw Error("no prepared corpus in " + dir + " (meta.json missing: prepare was never run there or did not finish); run `roformer prepare`");
   nlohmann::json meta;
@@ -98,72 +123,100 @@ std::shared_ptr<const PreparedCorpus> PreparedCorpus::open(const std::string& di
   } catch (const std::exception& e) {
     throw Error("cannot read " + meta_path.string() + ": " + e.what() + "; re-run `roformer prepare`");
   }
-  std::shared_ptr<PreparedCorpus> c(new PreparedCorpus());
-  c->dir_ = dir;
+  PartMeta m;
   try {
-    c->fingerprint_ = meta.at("tokenizer_fingerprint").get<std::string>();
-    c->vocab_size_ = meta.at("vocab_size").get<int64_t>();
-    c->num_documents_ = meta.at("num_documents").get<int64_t>();
-    c->num_tokens_ = meta.at("num_tokens").get<int64_t>();
-    c->token_bytes_ = meta.at("token_bytes").get<int>();
-    if (!meta.at("shards").is_array()) throw Error("\"shards\" is not a list");
-    for (const auto& shard : meta.at("shards")) {
-      shard.at("file").get<std::string>();
+    m.fingerprint = meta.at("tokenizer_fingerprint").get<std::string>();
+    m.vocab = meta.at("vocab_size").get<int64_t>();
+    m.documents = meta.at("num_documents").get<int64_t>();
+    m.tokens = meta.at("num_tokens").get<int64_t>();
+    m.token_bytes = meta.at("token_bytes").get<int>();
+    m.shards = meta.at("shards");
+    if (!m.shards.is_array()) throw Error("\"shards\" is not a list");
+    for (const auto& shard : m.shards) {
+      const std::string name = shard.at("file").get<std::string>();
       shard.at("tokens").get<int64_t>();
+      if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        throw Error("shard name '" + name + "' is not a file name in " + dir);
     }
   } catch (const std::exception& e) {
     throw Error("corrupt " + meta_path.string() + ": " + e.what() + "; re-run `roformer prepare`");
   }
-  if (c->token_bytes_ != 2 && c->token_bytes_ != 4)
-    throw Error("corrupt " + meta_path.string() + ": token_bytes is " + std::to_string(c->token_bytes_) +
+  if (m.token_bytes != 2 && m.token_bytes != 4)
+    throw Error("corrupt " + meta_path.string() + ": token_bytes is " + std::to_string(m.token_bytes) +
                 " (2 or 4 expected); re-run `roformer prepare`");
-  if (c->vocab_size_ < Tokenizer::kNumSpecial || c->vocab_size_ > (int64_t{1} << (8 * c->token_bytes_)) ||
-      c->num_documents_ < 0 || c->num_tokens_ < 0)
+  if (m.vocab < Tokenizer::kNumSpecial || m.vocab > (int64_t{1} << (8 * m.token_bytes)) || m.documents < 0 || m.tokens < 0)
     throw Error("corrupt " + meta_path.string() + ": vocab_size, num_documents or num_tokens is out of range; "
                 "re-run `roformer prepare`");
-  if (!expected_fingerprint.empty() && expected_fingerprint != c->fingerprint_)
-    throw Error("the prepared corpus in " + dir + " was encoded with tokenizer " + c->fingerprint_ +
+  if (!expected_fingerprint.empty() && expected_fingerprint != m.fingerprint)
+    throw Error("the prepared corpus in " + dir + " was encoded with tokenizer " + m.fingerprint +
                 ", but the tokenizer in use has fingerprint " + expected_fingerprint +
                 "; re-run `roformer prepare` with this tokenizer (or use the tokenizer it was prepared with)");
+  return m;
+}
 
-  const MappedFile index = map_checked(root / format::kIndexFile, kIndexMagic, 8, c->fingerprint_);
-  c->index_map_ = {index.base, index.size};
-  c->offsets_ = reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(index.base) + sizeof(FileHeader));
-  if (static_cast<int64_t>(index.header.count) != c->num_documents_ + 1 ||
-      static_cast<int64_t>(c->offsets_[c->num_documents_]) != c->num_tokens_)
+}  // namespace
+
+// Maps and checks one directory's files; they follow the parts before it in the stream.
+void PreparedCorpus::add_part(const std::string& dir, const std::string& expected_fingerprint) {
+  const fs::path root(dir);
+  const PartMeta m = read_part_meta(dir, expected_fingerprint);
+  const std::string& fingerprint = m.fingerprint;
+  const int64_t vocab = m.vocab, documents = m.documents, tokens = m.tokens;
+  const int token_bytes = m.token_bytes;
+  if (parts_.empty()) {
+    fingerprint_ = fingerprint;
+    vocab_size_ = vocab;
+    token_bytes_ = token_bytes;
+    const MappedFile words = map_checked(root / format::kWordStartsFile, kWordMagic, 1, fingerprint_);
+    word_map_ = {words.base, words.size};
+    word_starts_ = static_cast<const uint8_t*>(words.base) + sizeof(FileHeader);
+    if (static_cast<int64_t>(words.header.count) != vocab_size_)
+      throw Error("word_starts.bin in " + dir + " disagrees with meta.json; re-run `roformer prepare`");
+  } else if (fingerprint != fingerprint_ || vocab != vocab_size_ || token_bytes != token_bytes_) {
+    throw Error("the prepared corpora " + dir_ + " and " + dir + " were encoded with different tokenizers (" +
+                fingerprint_ + " and " + fingerprint + "); prepare every part with one tokenizer");
+  }
+
+  Part part;
+  part.dir = dir;
+  part.first_document = num_documents_;
+  part.first_token = num_tokens_;
+  part.num_documents = documents;
+  part.num_tokens = tokens;
+  const MappedFile index = map_checked(root / format::kIndexFile, kIndexMagic, 8, fingerprint);
+  part.index_map = {index.base, index.size};
+  part.offsets = reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(index.base) + sizeof(FileHeader));
+  parts_.push_back(part);  // owned from here on (unmapped by the destructor)
+  if (static_cast<int64_t>(index.header.count) != documents + 1 || static_cast<int64_t>(part.offsets[documents]) != tokens)
     throw Error("document index in " + dir + " disagrees with meta.json; re-run `roformer prepare`");
-  const MappedFile words = map_checked(root / format::kWordStartsFile, kWordMagic, 1, c->fingerprint_);
-  c->word_map_ = {words.base, words.size};
-  c->word_starts_ = static_cast<const uint8_t*>(words.base) + sizeof(FileHeader);
-  if (static_cast<int64_t>(words.header.count) != c->vocab_size_)
-    throw Error("word_starts.bin in " + dir + " disagrees with meta.json; re-run `roformer prepare`");
 
-  int64_t first = 0;
-  for (const auto& s : meta.at("shards")) {
+  int64_t first = part.first_token;
+  parts_.back().first_shard = shards_.size();
+  for (const auto& s : m.shards) {
     const std::string name = s.at("file").get<std::string>();
-    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-      throw Error("corrupt " + meta_path.string() + ": shard name '" + name + "' is not a file name in " + dir +
-                  "; re-run `roformer prepare`");
-    const MappedFile f = map_checked(root / name, kShardMagic, static_cast<uint32_t>(c->token_bytes_), c->fingerprint_);
+    const MappedFile f = map_checked(root / name, kShardMagic, static_cast<uint32_t>(token_bytes_), fingerprint_);
     Shard shard;
     shard.map = {f.base, f.size};
     shard.tokens = static_cast<const uint8_t*>(f.base) + sizeof(FileHeader);
     shard.first_token = first;
     shard.num_tokens = static_cast<int64_t>(f.header.count);
-    c->shards_.push_back(shard);  // owned from here on (unmapped by the destructor)
+    shards_.push_back(shard);  // owned from here on (unmapped by the destructor)
     if (shard.num_tokens != s.at("tokens").get<int64_t>())
       throw Error("shard " + (root / name).string() + " disagrees with meta.json; re-run `roformer prepare`");
-    c->check_token_ids(c->shards_.back(), (root / name).string());
+    check_token_ids(shards_.back(), (root / name).string(), dir);
     first += shard.num_tokens;
   }
-  if (first != c->num_tokens_) throw Error("the shards in " + dir + " hold fewer tokens than meta.json says; re-run `roformer prepare`");
-  c->check_document_index();
-  return c;
+  parts_.back().end_shard = shards_.size();
+  if (first - part.first_token != tokens)
+    throw Error("the shards in " + dir + " hold fewer tokens than meta.json says; re-run `roformer prepare`");
+  check_document_index(parts_.back());
+  num_documents_ += documents;
+  num_tokens_ += tokens;
 }
 
 // Every id below vocab_size: checked once here, so a damaged shard is named when the corpus is
 // opened instead of failing inside a training step (the embedding lookup) hours later.
-void PreparedCorpus::check_token_ids(const Shard& shard, const std::string& path) const {
+void PreparedCorpus::check_token_ids(const Shard& shard, const std::string& path, const std::string& dir) const {
   int64_t bad = -1;
   uint32_t id = 0;
   const auto limit = static_cast<uint64_t>(vocab_size_);
@@ -178,26 +231,26 @@ void PreparedCorpus::check_token_ids(const Shard& shard, const std::string& path
   }
   if (bad >= 0)
     throw Error("shard " + path + " holds token id " + std::to_string(id) + " at token " + std::to_string(bad) +
-                ", beyond the vocabulary of " + std::to_string(vocab_size_) + " ids in " + dir_ +
+                ", beyond the vocabulary of " + std::to_string(vocab_size_) + " ids in " + dir +
                 "/meta.json: the shard is damaged or was written for another tokenizer; re-run `roformer prepare`");
 }
 
-// Offsets start at 0, never decrease, end at num_tokens, and no document crosses a shard boundary
-// (copy_tokens reads a document from one shard).
-void PreparedCorpus::check_document_index() const {
-  const std::string hint = "; re-run `roformer prepare` into " + dir_;
-  if (offsets_[0] != 0) throw Error("document index in " + dir_ + " does not start at token 0" + hint);
-  size_t shard = 0;
-  for (int64_t i = 0; i < num_documents_; ++i) {
-    const uint64_t begin = offsets_[i], end = offsets_[i + 1];
-    if (end < begin || end > static_cast<uint64_t>(num_tokens_))
-      throw Error("document index in " + dir_ + " is corrupt at document " + std::to_string(i) + hint);
-    while (shard < shards_.size() &&
-           begin >= static_cast<uint64_t>(shards_[shard].first_token + shards_[shard].num_tokens))
-      ++shard;
-    if (end > begin && (shard == shards_.size() ||
-                        end > static_cast<uint64_t>(shards_[shard].first_token + shards_[shard].num_tokens)))
-      throw Error("document index in " + dir_ + ": document " + std::to_string(i) + " crosses a shard boundary" + hint);
+// Offsets start at 0, never decrease, end at the part's token count, and no document crosses a
+// shard boundary (copy_tokens reads a document from one shard).
+void PreparedCorpus::check_document_index(const Part& part) const {
+  const std::string hint = "; re-run `roformer prepare` into " + part.dir;
+  const uint64_t* offsets = part.offsets;
+  if (offsets[0] != 0) throw Error("document index in " + part.dir + " does not start at token 0" + hint);
+  size_t shard = part.first_shard;
+  // The end of a shard, relative to the part's first token.
+  auto shard_end = [&](size_t s) { return static_cast<uint64_t>(shards_[s].first_token - part.first_token + shards_[s].num_tokens); };
+  for (int64_t i = 0; i < part.num_documents; ++i) {
+    const uint64_t begin = offsets[i], end = offsets[i + 1];
+    if (end < begin || end > static_cast<uint64_t>(part.num_tokens))
+      throw Error("document index in " + part.dir + " is corrupt at document " + std::to_string(i) + hint);
+    while (shard < part.end_shard && begin >= shard_end(shard)) ++shard;
+    if (end > begin && (shard == part.end_shard || end > shard_end(shard)))
+      throw Error("document index in " + part.dir + ": document " + std::to_string(i) + " crosses a shard boundary" + hint);
   }
 }
 
@@ -209,13 +262,16 @@ const PreparedCorpus::Shard& PreparedCorpus::shard_of(int64_t token) const {
 }
 
 int64_t PreparedCorpus::document_at(int64_t token) const {
-  const uint64_t* end = offsets_ + num_documents_ + 1;
-  const uint64_t* it = std::upper_bound(offsets_, end, static_cast<uint64_t>(token));
-  return static_cast<int64_t>(it - offsets_) - 1;
+  // The last part starting at or before `token`, then the last document there starting at or before it.
+  auto part = std::upper_bound(parts_.begin(), parts_.end(), token, [](int64_t t, const Part& p) { return t < p.first_token; });
+  const Part& p = *(part == parts_.begin() ? part : part - 1);
+  const uint64_t* end = p.offsets + p.num_documents + 1;
+  const uint64_t* it = std::upper_bound(p.offsets, end, static_cast<uint64_t>(token - p.first_token));
+  return p.first_document + static_cast<int64_t>(it - p.offsets) - 1;
 }
 
 void PreparedCorpus::copy_tokens(int64_t doc, int64_t offset, int64_t count, int64_t* out) const {
-  const int64_t start = static_cast<int64_t>(offsets_[doc]) + offset;
+  const int64_t start = document_offset(doc) + offset;
   const Shard& s = shard_of(start);  // documents never cross shards
   const int64_t local = start - s.first_token;
   if (token_bytes_ == 2) {

@@ -19,16 +19,18 @@ namespace roformer::data {
 
 struct PrepareOptions {
   std::string tokenizer_model;            // SentencePiece .model (roformer tokenizer train)
-  std::vector<std::string> inputs;        // plain text or .jsonl/.json files, in order
+  std::vector<std::string> inputs;        // files, folders or glob patterns (input_files.h), in order
   std::string out_dir;
   int64_t num_threads = 0;                // encoding threads; 0 = hardware
-  std::string jsonl_field = "text";
+  std::string text_field = "text";        // JSONL field / Parquet column holding the text
   bool progress = true;                   // progress bar on a TTY, periodic log lines otherwise
   int64_t shard_tokens = int64_t{1} << 28;  // tokens per shard at most (a shard ends on a document end)
 };
 
 struct PrepareStats {
-  int64_t documents = 0, tokens = 0, bytes = 0;  // bytes: input bytes read
+  int64_t documents = 0, tokens = 0;
+  int64_t bytes = 0;       // of the input files, as stored (compressed, Parquet)
+  int64_t text_bytes = 0;  // of the text encoded: each paragraph and a newline
   double seconds = 0;
 };
 
@@ -43,6 +45,10 @@ class PreparedCorpus {  // mmap-backed, read-only, thread-safe
   // Throws roformer::Error when missing/corrupt/truncated, or when expected_fingerprint is
   // non-empty and differs.
   static std::shared_ptr<const PreparedCorpus> open(const std::string& dir, const std::string& expected_fingerprint = "");
+  // Several prepared directories read as one corpus, their documents in the listed order (a corpus
+  // prepared in parts, e.g. on several machines). They must share one tokenizer.
+  static std::shared_ptr<const PreparedCorpus> open(const std::vector<std::string>& dirs,
+                                                    const std::string& expected_fingerprint = "");
   ~PreparedCorpus();
   PreparedCorpus(const PreparedCorpus&) = delete;
   PreparedCorpus& operator=(const PreparedCorpus&) = delete;
@@ -51,11 +57,19 @@ class PreparedCorpus {  // mmap-backed, read-only, thread-safe
   int64_t num_tokens() const { return num_tokens_; }
   int64_t vocab_size() const { return vocab_size_; }
   const std::string& fingerprint() const { return fingerprint_; }
+  // The directory, or the directories separated by ", ".
   const std::string& dir() const { return dir_; }
 
-  int64_t document_length(int64_t i) const { return offsets_[i + 1] - offsets_[i]; }
+  int64_t document_length(int64_t i) const {
+    const Part& p = part_of_document(i);
+    const int64_t k = i - p.first_document;
+    return static_cast<int64_t>(p.offsets[k + 1] - p.offsets[k]);
+  }
   // Offset of document i's first token in the whole token stream (documents are contiguous).
-  int64_t document_offset(int64_t i) const { return offsets_[i]; }
+  int64_t document_offset(int64_t i) const {
+    const Part& p = part_of_document(i);
+    return p.first_token + static_cast<int64_t>(p.offsets[i - p.first_document]);
+  }
   // Token ids of document i appended to out.
   void append_document(int64_t i, std::vector<int32_t>& out) const;
   std::vector<int32_t> document(int64_t i) const;
@@ -79,17 +93,34 @@ class PreparedCorpus {  // mmap-backed, read-only, thread-safe
     int64_t first_token = 0;          // offset of its first token in the stream
     int64_t num_tokens = 0;
   };
+  // One prepared directory: its document index, its place in the stream and its shards.
+  struct Part {
+    std::string dir;
+    Mapping index_map;
+    const uint64_t* offsets = nullptr;  // (documents + 1,), relative to first_token
+    int64_t first_document = 0, first_token = 0, num_documents = 0, num_tokens = 0;
+    size_t first_shard = 0, end_shard = 0;  // its shards: shards_[first_shard, end_shard)
+  };
+  void add_part(const std::string& dir, const std::string& expected_fingerprint);
+  const Part& part_of_document(int64_t doc) const {
+    if (parts_.size() == 1) return parts_[0];
+    size_t lo = 0, hi = parts_.size() - 1;  // the last part starting at or before doc
+    while (lo < hi) {
+      const size_t mid = (lo + hi + 1) / 2;
+      if (parts_[mid].first_document <= doc) lo = mid; else hi = mid - 1;
+    }
+    return parts_[lo];
+  }
   const Shard& shard_of(int64_t token) const;
-  void check_token_ids(const Shard& shard, const std::string& path) const;
-  void check_document_index() const;
+  void check_token_ids(const Shard& shard, const std::string& path, const std::string& dir) const;
+  void check_document_index(const Part& part) const;
 
   std::string dir_;
   std::string fingerprint_;
   int64_t num_documents_ = 0, num_tokens_ = 0, vocab_size_ = 0;
   int token_bytes_ = 2;
   std::vector<Shard> shards_;
-  Mapping index_map_;
-  const uint64_t* offsets_ = nullptr;  // (num_documents + 1,)
+  std::vector<Part> parts_;
   Mapping word_map_;
   const uint8_t* word_starts_ = nullptr;  // (vocab_size,)
 };

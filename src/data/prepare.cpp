@@ -1,9 +1,11 @@
 // `prepare_corpus`: text -> binary token shards (the reader of the result is corpus.cpp). Four
 // parts, each with its own state:
-//   read_chunks      this thread: groups documents into text chunks of about kChunkBytes
-//   EncoderPool      N threads: encode chunks with the tokenizer
+//   read_chunks      this thread: reads the files (decompressing, decoding Parquet) and groups
+//                    documents into chunks of about kChunkBytes
+//   EncoderPool      N threads: parse JSONL lines and encode chunks with the tokenizer
 //   ShardWriter      one thread: appends the encoded chunks in chunk order (so the bytes written do
-//                    not depend on the thread count) to shards in a staging directory
+//                    not depend on the thread count) to shards in a staging directory; an input
+//                    error travels in its chunk, so the first one in input order is reported
 //   publish          moves the finished files into place and writes meta.json last
 // ChunkQueue is what they share: the queues between them, the bound on memory and the first error.
 #include "data/corpus.h"
@@ -30,6 +32,8 @@
 #include "core/error.h"
 #include "core/progress_bar.h"
 #include "data/corpus_format.h"
+#include "data/input_files.h"
+#include "data/read_progress.h"
 #include "data/text_reader.h"
 #include "data/tokenizer.h"
 
@@ -69,10 +73,22 @@ class BinaryWriter {
   std::ofstream out_;
 };
 
+// A document as the reader hands it on: its paragraphs, or a JSONL line that an encoder parses
+// (JSON parsing is the costly part of reading, so it runs on the encoder threads).
+struct PendingDocument {
+  std::vector<std::string> paragraphs;
+  std::string json_line;
+  const std::string* path = nullptr;  // of the JSONL file, for its errors
+  int64_t line_number = 0;
+};
+
 struct Chunk {
   int64_t id = 0;
-  std::vector<std::vector<std::string>> docs;  // paragraphs of each document
-  int64_t input_bytes = 0;
+  std::vector<PendingDocument> docs;
+  int64_t input_bytes = 0;                     // of the files, as stored
+  int64_t text_bytes = 0;                      // of the paragraphs, a newline each (counted by the encoder)
+  int64_t files_done = 0;                      // input files read to the end when the chunk was cut
+  std::string error;                           // the input's first error, reported when the writer reaches it
   std::vector<int32_t> tokens;                 // encoded, documents concatenated
   std::vector<int64_t> lengths;                // tokens per non-empty document
 };
@@ -102,8 +118,8 @@ class ChunkQueue {
     cv_.notify_all();
     return true;
   }
-  // Reader: no more chunks. `complete` is false when reading failed (the writer then never ends
-  // on its own: it waits for the failure).
+  // Reader: no more chunks. `complete` is false when a chunk could not be queued because a part
+  // failed (the writer then never ends on its own: it waits for the failure).
   void finish_reading(bool complete) {
     std::lock_guard<std::mutex> lock(mu_);
     if (complete) chunks_total_ = submitted_;
@@ -170,43 +186,55 @@ class ChunkQueue {
   std::string error_;
 };
 
-// The reader (runs on the calling thread): the inputs in order, cut into chunks of documents.
-void read_chunks(const PrepareOptions& options, ChunkQueue& queue) {
+// The next document of `reader` into `doc`, JSONL left unparsed; false at the end of the file.
+bool next_pending(DocumentReader& reader, const std::string& path, PendingDocument& doc) {
+  if (reader.format() != InputFormat::kJsonl) return reader.next(doc.paragraphs);
+  doc.path = &path;
+  return reader.next_jsonl_line(doc.json_line, doc.line_number);
+}
+
+// The reader (runs on the calling thread): the files in order, cut into chunks of documents. Its
+// own error (a damaged file) travels as the last chunk, so that an error in an earlier document,
+// found on an encoder thread, is still the one reported, as if the input were read in one pass.
+void read_chunks(const std::vector<std::string>& files, const PrepareOptions& options, ChunkQueue& queue) {
+  auto chunk = std::make_unique<Chunk>();
+  bool ok = true;
   try {
-    auto chunk = std::make_unique<Chunk>();
     size_t chunk_bytes = 0;
-    bool ok = true;
-    for (const auto& path : options.inputs) {
-      DocumentReader reader(path, options.jsonl_field);
-      std::vector<std::string> paragraphs;
+    for (size_t f = 0; f < files.size() && ok; ++f) {
+      DocumentReader reader(files[f], options.text_field);
+      PendingDocument doc;
       int64_t last_bytes = 0;
-      while (ok && reader.next(paragraphs)) {
-        for (const auto& p : paragraphs) chunk_bytes += p.size() + 1;
+      while (ok && next_pending(reader, files[f], doc)) {
+        chunk_bytes += doc.json_line.size();
+        for (const auto& p : doc.paragraphs) chunk_bytes += p.size() + 1;
         chunk->input_bytes += reader.bytes_read() - last_bytes;
         last_bytes = reader.bytes_read();
-        chunk->docs.push_back(std::move(paragraphs));
-        paragraphs = {};
+        chunk->docs.push_back(std::move(doc));
+        doc = {};
         if (chunk_bytes >= kChunkBytes) {
+          chunk->files_done = static_cast<int64_t>(f);
           ok = queue.submit(std::move(chunk));
           chunk = std::make_unique<Chunk>();
           chunk_bytes = 0;
         }
       }
       chunk->input_bytes += reader.bytes_read() - last_bytes;
-      if (!ok) break;
     }
-    if (ok && !chunk->docs.empty()) queue.submit(std::move(chunk));
-    queue.finish_reading(/*complete=*/true);
+    chunk->files_done = static_cast<int64_t>(files.size());
   } catch (const std::exception& e) {
-    queue.fail(e.what());
-    queue.finish_reading(/*complete=*/false);
+    chunk->error = e.what();
   }
+  // The last chunk also carries the bytes of trailing empty files, so the totals are exact.
+  if (ok && (!chunk->docs.empty() || chunk->input_bytes > 0 || !chunk->error.empty())) ok = queue.submit(std::move(chunk));
+  queue.finish_reading(/*complete=*/ok);
 }
 
 // N threads encoding chunks: each document's paragraphs concatenated, empty documents dropped.
 class EncoderPool {
  public:
-  EncoderPool(const Tokenizer& tokenizer, ChunkQueue& queue, int64_t threads) : tokenizer_(tokenizer), queue_(queue) {
+  EncoderPool(const Tokenizer& tokenizer, const std::string& text_field, ChunkQueue& queue, int64_t threads)
+      : tokenizer_(tokenizer), text_field_(text_field), queue_(queue) {
     for (int64_t w = 0; w < threads; ++w) threads_.emplace_back([this] { run(); });
   }
   ~EncoderPool() { join(); }
@@ -218,21 +246,24 @@ class EncoderPool {
  private:
   void run() {
     while (auto chunk = queue_.take_work()) {
-      try {
-        encode(*chunk);
-      } catch (const std::exception& e) {
-        queue_.fail(e.what());
-        return;
+      if (chunk->error.empty()) {
+        try {
+          encode(*chunk);
+        } catch (const std::exception& e) {
+          chunk->error = e.what();  // reported when the writer reaches this chunk
+        }
       }
       queue_.put_done(std::move(chunk));
     }
   }
   void encode(Chunk& chunk) const {
-    for (const auto& doc : chunk.docs) {
+    for (auto& doc : chunk.docs) {
+      if (doc.path) parse_jsonl_line(doc.json_line, text_field_, *doc.path, doc.line_number, doc.paragraphs);
       const size_t before = chunk.tokens.size();
-      for (const auto& para : doc) {
+      for (const auto& para : doc.paragraphs) {
         const auto ids = tokenizer_.encode(para);
         chunk.tokens.insert(chunk.tokens.end(), ids.begin(), ids.end());
+        chunk.text_bytes += static_cast<int64_t>(para.size()) + 1;
       }
       const int64_t len = static_cast<int64_t>(chunk.tokens.size() - before);
       if (len > 0) chunk.lengths.push_back(len);
@@ -241,40 +272,9 @@ class EncoderPool {
   }
 
   const Tokenizer& tokenizer_;
+  const std::string text_field_;
   ChunkQueue& queue_;
   std::vector<std::thread> threads_;
-};
-
-// `roformer prepare`'s progress: a bar on a terminal (4 redraws a second), a log line every 10 s
-// otherwise, and a final report at 100%.
-class PrepareProgress {
- public:
-  PrepareProgress(bool enabled, int64_t total_bytes)
-      : enabled_(enabled), tty_(core::stderr_is_terminal()), total_(total_bytes), start_(clock::now()), last_(start_) {}
-  void update(int64_t bytes, int64_t tokens, bool final = false) {
-    if (!enabled_) return;
-    const auto now = clock::now();
-    const double since_last = std::chrono::duration<double>(now - last_).count();
-    if (!final && since_last < (tty_ ? 0.25 : 10.0)) return;
-    last_ = now;
-    const double secs = std::max(1e-9, std::chrono::duration<double>(now - start_).count());
-    const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(bytes) / total_) : 1.0;
-    const double mbs = bytes / 1e6 / secs, tps = tokens / secs;
-    const double eta = frac > 0 ? secs * (1 - frac) / frac : 0;
-    if (tty_) {
-      bar_.draw(frac, fmt::format("{:5.1f}% {:.1f} MB/s {:.2f}M tok/s ETA {:.0f}s ", 100 * frac, mbs, tps / 1e6, eta));
-      if (final) bar_.end_line();
-    } else {
-      spdlog::info("prepare: {:.1f}% {:.1f} MB/s {:.2f}M tokens/s ETA {:.0f}s", 100 * frac, mbs, tps / 1e6, eta);
-    }
-  }
-
- private:
-  using clock = std::chrono::steady_clock;
-  bool enabled_, tty_;
-  int64_t total_;
-  clock::time_point start_, last_;
-  core::TerminalBar bar_{30};
 };
 
 // What the writer produced: counts and, per shard, its tokens and documents.
@@ -300,6 +300,7 @@ class ShardWriter {
     }
     out_.stats.tokens += pos;
     out_.stats.bytes += chunk.input_bytes;
+    out_.stats.text_bytes += chunk.text_bytes;
   }
   // Closes the last shard and the index.
   void finish() {
@@ -352,21 +353,27 @@ class ShardWriter {
 
 // The writer thread: chunks strictly in id order into a ShardWriter. Leaves `result` empty on failure.
 void write_chunks(ChunkQueue& queue, const fs::path& staging, const TokenFormat& token_format, const PrepareOptions& options,
-                  int64_t total_bytes, WrittenShards& result) {
+                  int64_t total_files, int64_t total_bytes, WrittenShards& result) {
   try {
-    PrepareProgress progress(options.progress, total_bytes);
+    ReadProgress progress("prepare", options.progress, total_files, total_bytes);
     ShardWriter writer(staging, token_format, options.shard_tokens);
+    int64_t files_done = 0;
     for (int64_t next = 0;; ++next) {
       const auto chunk = queue.take_done(next);
       if (!chunk) break;
+      if (!chunk->error.empty()) {
+        queue.fail(chunk->error);
+        break;
+      }
       writer.append(*chunk);
-      progress.update(writer.written().stats.bytes, writer.written().stats.tokens);
+      files_done = chunk->files_done;
+      progress.update(files_done, writer.written().stats.bytes, writer.written().stats.tokens);
       queue.release();
     }
     if (queue.failed()) return;
     writer.finish();
     result = writer.written();
-    progress.update(result.stats.bytes, result.stats.tokens, true);
+    progress.update(files_done, result.stats.bytes, result.stats.tokens, true);
   } catch (const std::exception& e) {
     queue.fail(e.what());
   }
@@ -391,7 +398,7 @@ fs::path make_staging_dir(const fs::path& out) {
 
 // Writes the word-start table, then swaps the staged files into `out` and writes meta.json last.
 void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok, const TokenFormat& token_format,
-             const PrepareOptions& options, const WrittenShards& written) {
+             const PrepareOptions& options, const std::vector<std::string>& files, const WrittenShards& written) {
   // Word-start flags for whole-word masking, so the loader needs no tokenizer.
   BinaryWriter words(staging / format::kWordStartsFile);
   words.write(tok.word_start_table().data(), tok.word_start_table().size());
@@ -412,7 +419,7 @@ void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok,
   meta["token_bytes"] = token_format.token_bytes;
   meta["num_documents"] = written.stats.documents;
   meta["num_tokens"] = written.stats.tokens;
-  meta["inputs"] = options.inputs;
+  meta["inputs"] = files;
   meta["shards"] = nlohmann::json::array();
   for (size_t s = 0; s < written.shard_tokens.size(); ++s) {
     const std::string name = shard_name(static_cast<int64_t>(s));
@@ -442,13 +449,13 @@ void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok,
 
 PrepareStats prepare_corpus(const PrepareOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  check_inputs_exist(options.inputs);
+  const std::vector<std::string> files = expand_inputs(options.inputs);
   if (options.out_dir.empty()) throw Error("no output directory given (--out DIR)");
   const Tokenizer tok = Tokenizer::load(options.tokenizer_model);
   const TokenFormat token_format{tok.vocab_size() < 65536 ? 2u : 4u, tok.vocab_size(), tok.fingerprint()};
   const int64_t threads = options.num_threads > 0 ? options.num_threads : std::max(1u, std::thread::hardware_concurrency());
   int64_t total_bytes = 0;
-  for (const auto& p : options.inputs) total_bytes += static_cast<int64_t>(fs::file_size(p));
+  for (const auto& p : files) total_bytes += static_cast<int64_t>(fs::file_size(p));
 
   const fs::path out(options.out_dir);
   if (fs::exists(out) && !fs::is_directory(out)) throw Error("--out " + options.out_dir + " exists and is not a directory");
@@ -457,9 +464,11 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   ChunkQueue queue(2 * threads + 2);
   WrittenShards written;
   {
-    EncoderPool encoders(tok, queue, threads);
-    std::thread writer([&] { write_chunks(queue, staging, token_format, options, total_bytes, written); });
-    read_chunks(options, queue);
+    EncoderPool encoders(tok, options.text_field, queue, threads);
+    std::thread writer([&] {
+      write_chunks(queue, staging, token_format, options, static_cast<int64_t>(files.size()), total_bytes, written);
+    });
+    read_chunks(files, options, queue);
     encoders.join();
     writer.join();
   }
@@ -467,18 +476,20 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   if (written.stats.documents == 0) {
     std::string names;
     for (const auto& p : options.inputs) names += (names.empty() ? "" : ", ") + p;
-    abort_prepare(staging, "the corpus is empty: no text in " + names + " (plain text: one paragraph a line; JSONL: the \"" +
-                               options.jsonl_field + "\" field)");
+    abort_prepare(staging, "the corpus is empty: no text in " + names + " (plain text: one paragraph a line; JSONL and "
+                               "Parquet: the \"" + options.text_field + "\" field)");
   }
   try {
-    publish(staging, out, tok, token_format, options, written);
+    publish(staging, out, tok, token_format, options, files, written);
   } catch (const fs::filesystem_error& e) {
     abort_prepare(staging, std::string("cannot write the prepared corpus: ") + e.what());
   }
   PrepareStats stats = written.stats;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("prepare: {} documents, {} tokens from {:.1f} MB in {:.1f}s ({:.1f} MB/s, {} threads) -> {}", stats.documents,
-               stats.tokens, stats.bytes / 1e6, stats.seconds, stats.bytes / 1e6 / std::max(1e-9, stats.seconds), threads,
+  const double secs = std::max(1e-9, stats.seconds);
+  spdlog::info("prepare: {} documents, {} tokens from {} file(s), {:.1f} MB ({:.1f} MB of text) in {:.1f}s ({:.1f} MB/s of "
+               "text, {:.2f}M tokens/s, {} threads) -> {}", stats.documents, stats.tokens, files.size(), stats.bytes / 1e6,
+               stats.text_bytes / 1e6, stats.seconds, stats.text_bytes / 1e6 / secs, stats.tokens / 1e6 / secs, threads,
                options.out_dir);
   return stats;
 }

@@ -1,6 +1,6 @@
 // The prepared-data cache check: a run's data opened as prepared, or (re-)prepared into the run's
-// cache when the signature of its text files or tokenizer changed or the copy is damaged; see
-// prepared_cache.h.
+// cache when the signature of its input files, text field or tokenizer changed or the copy is
+// damaged; see prepared_cache.h.
 #include "data/prepared_cache.h"
 
 #include <filesystem>
@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "data/input_files.h"
 
 namespace roformer::data {
 namespace fs = std::filesystem;
@@ -18,8 +19,10 @@ using nlohmann::json;
 
 namespace {
 
-// A signature of the inputs of a prepared directory, so edited or replaced files are re-prepared.
-json sources_signature(const std::vector<std::string>& files, const std::string& fingerprint) {
+// A signature of the files of a prepared directory (after expanding folders and patterns) and how
+// they were read, so an edited, added, removed or replaced file is prepared again.
+json sources_signature(const std::vector<std::string>& files, const std::string& fingerprint,
+                       const std::string& text_field) {
   json list = json::array();
   for (const auto& f : files) {
     std::error_code ec;
@@ -27,34 +30,29 @@ json sources_signature(const std::vector<std::string>& files, const std::string&
     const auto mtime = fs::last_write_time(f, ec).time_since_epoch().count();
     list.push_back({{"path", fs::absolute(f).string()}, {"size", ec ? 0 : size}, {"mtime", static_cast<int64_t>(mtime)}});
   }
-  return {{"files", list}, {"tokenizer_fingerprint", fingerprint}};
+  return {{"files", list}, {"tokenizer_fingerprint", fingerprint}, {"text_field", text_field}};
 }
 
 // The recorded signature; null when it cannot be read or parsed (the data is then prepared again).
+// Signatures written before the text field was recorded read the default field, "text".
 json read_signature(const std::string& path) {
   try {
-    return json::parse(core::read_file(path));
+    json signature = json::parse(core::read_file(path));
+    if (signature.is_object() && !signature.contains("text_field")) signature["text_field"] = "text";
+    return signature;
   } catch (const std::exception&) {
     return json();
   }
 }
 
-// Each listed path must be a text/JSONL file; a directory is only accepted as the one prepared corpus.
-void check_listed_files(const PreparedDataRequest& r, const std::string& key) {
-  for (const auto& f : r.files) {
-    std::error_code ec;
-    if (!fs::exists(f, ec))
-      throw Error(fmt::format("data file '{}' does not exist ({}); fix the path or prepare the corpus first "
-                              "(data/prepare_brown.sh)", f, key));
-    if (fs::is_directory(f, ec)) {
-      if (is_prepared_dir(f))
-        throw Error(fmt::format("{}: '{}' is a prepared directory, which must be the only entry of {}; list either "
-                                "it alone or text files", key, f, key));
-      throw Error(fmt::format("{}: '{}' is a directory but not a prepared corpus (no meta.json: `roformer prepare` "
-                              "never finished there); list the text or JSONL files themselves, or prepare it with "
-                              "`roformer prepare --out {}`", key, f, f));
-    }
-  }
+// Prepared directories are opened as they are, and together only with each other.
+size_t count_prepared(const PreparedDataRequest& r, const std::string& key) {
+  size_t prepared = 0;
+  for (const auto& f : r.files) prepared += is_prepared_dir(f) ? 1 : 0;
+  if (prepared > 0 && prepared < r.files.size())
+    throw Error(fmt::format("{} mixes prepared directories with text files; list either prepared directories only "
+                            "(read as one corpus) or text, JSONL and Parquet files, folders and patterns only", key));
+  return prepared;
 }
 
 }  // namespace
@@ -69,13 +67,17 @@ std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataReque
       throw Error(fmt::format("{}: {}", key, e.what()));
     }
   };
-  if (r.files.size() == 1 && is_prepared_dir(r.files[0]))
-    return with_key([&] { return PreparedCorpus::open(r.files[0], tokenizer.fingerprint()); });
-  check_listed_files(r, key);
+  if (const size_t prepared = count_prepared(r, key); prepared > 0) {
+    auto corpus = with_key([&] { return PreparedCorpus::open(r.files, tokenizer.fingerprint()); });
+    spdlog::info("{} data: {} prepared director{} ({} documents, {} tokens)", r.name, prepared, prepared == 1 ? "y" : "ies",
+                 corpus->num_documents(), corpus->num_tokens());
+    return corpus;
+  }
+  const std::vector<std::string> files = with_key([&] { return expand_inputs(r.files); });
 
   const std::string dir = (fs::path(r.cache_dir) / r.name).string();
   const std::string signature_path = (fs::path(r.cache_dir) / (r.name + ".sources.json")).string();
-  const json signature = sources_signature(r.files, tokenizer.fingerprint());
+  const json signature = sources_signature(files, tokenizer.fingerprint(), r.text_field);
   if (is_prepared_dir(dir) && fs::exists(signature_path)) {
     if (read_signature(signature_path) == signature) {
       try {
@@ -88,19 +90,21 @@ std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataReque
                      key);
       }
     } else if (r.resuming && r.name == "train") {
-      spdlog::warn("{} changed since {} was prepared for this run (size, modification time or path): preparing "
+      spdlog::warn("{} changed since {} was prepared for this run (a file's size, modification time or path, or the "
+                   "list of files): preparing "
                    "again. The resumed run is no longer an exact continuation of the original: it reads other "
                    "documents from the restored data position", key, dir);
     } else {
-      spdlog::info("the {} files or the tokenizer changed since {} was prepared; preparing again", r.name, dir);
+      spdlog::info("the {} files, data.text_field or the tokenizer changed since {} was prepared; preparing again",
+                   r.name, dir);
     }
   }
-  spdlog::info("preparing {} data ({} file(s)) into {}", r.name, r.files.size(), dir);
+  spdlog::info("preparing {} data ({} file(s)) into {}", r.name, files.size(), dir);
   PrepareOptions o;
   o.tokenizer_model = tokenizer.model_path();
-  o.inputs = r.files;
+  o.inputs = files;
   o.out_dir = dir;
-  o.jsonl_field = r.jsonl_field;
+  o.text_field = r.text_field;
   const auto stats = with_key([&] { return prepare_corpus(o); });
   spdlog::info("prepared {} documents, {} tokens in {:.1f}s", stats.documents, stats.tokens, stats.seconds);
   core::write_file_atomic(signature_path, signature.dump(2) + "\n");

@@ -17,6 +17,8 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "data/input_files.h"
+#include "data/read_progress.h"
 #include "data/text_reader.h"
 
 namespace roformer::data {
@@ -32,8 +34,10 @@ const char* const kSpecialPieces[Tokenizer::kNumSpecial] = {"[PAD]", "[UNK]", "[
 class ParagraphIterator : public sentencepiece::SentenceIterator {
  public:
   // `extra` (if not empty) is served first, as one more paragraph.
-  ParagraphIterator(const std::vector<std::string>& inputs, const std::string& field, const std::string& extra)
-      : inputs_(inputs), field_(field) {
+  ParagraphIterator(const std::vector<std::string>& inputs, const std::string& field, const std::string& extra,
+                    bool progress)
+      : inputs_(inputs), field_(field), progress_("tokenizer: reading", progress, static_cast<int64_t>(inputs.size()),
+                                                  total_size(inputs)) {
     if (!extra.empty()) paragraphs_.push_back(extra);
     else advance();
   }
@@ -55,6 +59,12 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
   int64_t count() const { return count_; }
 
  private:
+  static int64_t total_size(const std::vector<std::string>& files) {
+    int64_t bytes = 0;
+    for (const auto& f : files) bytes += static_cast<int64_t>(fs::file_size(f));
+    return bytes;
+  }
+
   // Moves to the next paragraph, opening the next file when one ends. Errors (bad UTF-8, bad JSON)
   // end the iteration and are reported through status().
   void advance() {
@@ -62,8 +72,13 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
       while (index_ >= paragraphs_.size()) {
         index_ = 0;
         paragraphs_.clear();
-        if (reader_ && reader_->next(paragraphs_)) continue;
+        if (reader_ && reader_->next(paragraphs_)) {
+          progress_.update(static_cast<int64_t>(file_) - 1, done_bytes_ + reader_->bytes_read(), -1);
+          continue;
+        }
+        if (reader_) done_bytes_ += reader_->bytes_read();
         if (file_ >= inputs_.size()) {
+          progress_.update(static_cast<int64_t>(file_), done_bytes_, -1, /*final=*/true);
           done_ = true;
           return;
         }
@@ -81,6 +96,8 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
 
   std::vector<std::string> inputs_;
   std::string field_;
+  ReadProgress progress_;
+  int64_t done_bytes_ = 0;  // of the files read to the end
   size_t file_ = 0;
   std::unique_ptr<DocumentReader> reader_;
   std::vector<std::string> paragraphs_;
@@ -209,7 +226,7 @@ std::string Tokenizer::id_to_piece(int32_t id) const {
 }
 
 std::string train_tokenizer(const TokenizerTrainOptions& options) {
-  check_inputs_exist(options.inputs);
+  const std::vector<std::string> files = expand_inputs(options.inputs);
   if (options.vocab_size <= Tokenizer::kNumSpecial)
     throw Error("tokenizer vocab_size " + std::to_string(options.vocab_size) + " is too small: ids 0-4 are taken by " +
                 "[PAD] [UNK] [CLS] [SEP] [MASK] and the 94 printable ASCII characters are always pieces; use at least a few hundred");
@@ -251,7 +268,7 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   }
   // SentencePiece seeds its sampling from a global seed.
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
-  ParagraphIterator it(options.inputs, options.jsonl_field, extra);
+  ParagraphIterator it(files, options.text_field, extra, options.progress);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(spec, &it, &model);
   if (!it.error().empty()) throw Error(it.error());
@@ -282,7 +299,7 @@ TokenizerTrainOptions tokenizer_options_from_config(const config::Config& config
   o.character_coverage = config.tokenizer.character_coverage;
   o.input_sentence_size = config.tokenizer.input_sentence_size;
   o.seed = config.tokenizer.seed;
-  o.jsonl_field = config.data.jsonl_field;
+  o.text_field = config.data.text_field;
   o.vocab_size_name = "tokenizer.vocab_size";
   o.character_coverage_name = "tokenizer.character_coverage";
   return o;

@@ -53,14 +53,15 @@ class Tokenizer {
 };
 
 struct TokenizerTrainOptions {
-  std::vector<std::string> inputs;        // plain text or .jsonl/.json files
+  std::vector<std::string> inputs;        // files, folders or glob patterns (input_files.h)
   std::string out_dir;                    // receives tokenizer.model and tokenizer.vocab
   int64_t vocab_size = 8000;
   std::string model_type = "unigram";     // unigram | bpe
   double character_coverage = 0.9995;
   int64_t input_sentence_size = 2000000;  // paragraphs sampled (reservoir) from large inputs
   int64_t seed = 42;
-  std::string jsonl_field = "text";
+  std::string text_field = "text";        // JSONL field / Parquet column holding the text
+  bool progress = true;                   // progress of reading the inputs (bar on a TTY, else log lines)
   // How the user set vocab_size and character_coverage, for error messages (CLI flags or config keys).
   std::string vocab_size_name = "--vocab-size";
   std::string character_coverage_name = "--character-coverage";

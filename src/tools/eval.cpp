@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -28,14 +29,14 @@ namespace {
 // Raw text is encoded with the checkpoint's tokenizer into a temporary prepared directory.
 class TempPrepared {
  public:
-  TempPrepared(const std::vector<std::string>& files, const data::Tokenizer& tokenizer, const std::string& jsonl_field) {
+  TempPrepared(const std::vector<std::string>& files, const data::Tokenizer& tokenizer, const std::string& text_field) {
     std::random_device rd;
     dir_ = fs::temp_directory_path() / fmt::format("roformer-eval-{}-{}", ::getpid(), rd());
     data::PrepareOptions o;
     o.tokenizer_model = tokenizer.model_path();
     o.inputs = files;
     o.out_dir = dir_.string();
-    o.jsonl_field = jsonl_field;
+    o.text_field = text_field;
     o.progress = false;
     data::prepare_corpus(o);
   }
@@ -68,16 +69,15 @@ int run_eval(const EvalRequest& req) {
   auto ck = load_checkpoint(req.checkpoint, device);
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())
-    throw Error("no evaluation data: pass --data FILE... (text, JSONL or a prepared directory); the run had no "
-                "data.valid_files");
+    throw Error("no evaluation data: pass --data FILE... (text, JSONL, Parquet, a folder or prepared directories); "
+                "the run had no data.valid_files");
   std::shared_ptr<const data::PreparedCorpus> corpus;
   std::unique_ptr<TempPrepared> temp;
-  if (files.size() == 1 && data::is_prepared_dir(files[0])) {
-    corpus = data::PreparedCorpus::open(files[0], ck.tokenizer->fingerprint());
+  if (std::all_of(files.begin(), files.end(), [](const std::string& f) { return data::is_prepared_dir(f); })) {
+    corpus = data::PreparedCorpus::open(files, ck.tokenizer->fingerprint());
   } else {
-    for (const auto& f : files)
-      if (!fs::exists(f)) throw Error(fmt::format("evaluation data '{}' does not exist", f));
-    temp = std::make_unique<TempPrepared>(files, *ck.tokenizer, ck.config.data.jsonl_field);
+    temp = std::make_unique<TempPrepared>(files, *ck.tokenizer,
+                                          req.text_field.empty() ? ck.config.data.text_field : req.text_field);
     corpus = data::PreparedCorpus::open(temp->dir(), ck.tokenizer->fingerprint());
   }
   config::Config cfg = ck.config;

@@ -10,7 +10,8 @@ namespace roformer::tools {
 
 struct EvalRequest {
   std::string checkpoint;          // checkpoint or run directory
-  std::vector<std::string> data;   // raw text / JSONL files or one prepared directory; empty: the run's validation files
+  std::vector<std::string> data;   // input files, folders, patterns, or prepared directories; empty: the run's validation files
+  std::string text_field;          // JSONL field / Parquet column of `data`; empty: the run's data.text_field
   double mask_prob = 0;            // 0: the checkpoint's eval.mask_prob (0.15 unless set)
   int64_t seed = 0;
   int64_t batch_size = 32;

@@ -115,8 +115,8 @@ void Trainer::setup_tokenizer() {
     path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
     if (!fs::exists(path)) {
       auto inputs = cfg_.tokenizer.input.empty() ? cfg_.data.train_files : cfg_.tokenizer.input;
-      if (inputs.size() == 1 && data::is_prepared_dir(inputs[0]))
-        throw Error("data.train_files is a prepared directory, so the tokenizer cannot be trained from it: set "
+      if (std::any_of(inputs.begin(), inputs.end(), [](const std::string& f) { return data::is_prepared_dir(f); }))
+        throw Error("data.train_files lists prepared directories, so the tokenizer cannot be trained from them: set "
                     "tokenizer.model to the tokenizer it was prepared with (or tokenizer.input to text files)");
       if (inputs.empty())
         throw Error("no training text: set data.train_files (plain text or JSONL files), e.g. "
@@ -141,7 +141,7 @@ std::shared_ptr<const data::PreparedCorpus> Trainer::prepare(const std::vector<s
   request.files = files;
   request.name = name;
   request.cache_dir = cfg_.data.prepared_dir.empty() ? (fs::path(run_dir_) / "data").string() : cfg_.data.prepared_dir;
-  request.jsonl_field = cfg_.data.jsonl_field;
+  request.text_field = cfg_.data.text_field;
   request.resuming = !resume_dir_.empty();
   return data::open_prepared_data(request, *tokenizer_);
 }

@@ -1,5 +1,6 @@
-// libFuzzer target: data::DocumentReader (plain text and JSONL, chosen by the first byte). Every
-// paragraph it returns is non-empty valid UTF-8 without a newline.
+// libFuzzer target: data::DocumentReader (plain text and JSONL, chosen by the first byte; inputs
+// starting with gzip's or zstd's magic bytes are decompressed first). Every paragraph it returns is
+// non-empty valid UTF-8 without a newline.
 #include "data/text_reader.h"
 #include "fuzz_util.h"
 

@@ -57,8 +57,7 @@ TEST(DataCli, UserErrorsExitOneWithAMessage) {
   rt::fs::create_directories(dir.str("folder"));
   r = rt::run_roformer("tokenizer train --input " + dir.str("folder") + " --vocab-size 300 --out " + dir.str("tok"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("input " + dir.str("folder") + " is a directory, not a text or JSONL file"),
-            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("input folder " + dir.str("folder") + " holds no corpus files"), std::string::npos) << r.output;
   rt::write_file(dir.str("a.txt"), "some text\n");
   r = rt::run_roformer("prepare --tokenizer " + dir.str("folder") + " --input " + dir.str("a.txt") + " --out " +
                        dir.str("prep"));
@@ -78,4 +77,33 @@ TEST(DataCli, UserErrorsExitOneWithAMessage) {
   r = rt::run_roformer("bench data --input " + dir.str("missing.txt"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("benchmark input not found"), std::string::npos) << r.output;
+}
+
+// Folders and quoted patterns as inputs, the text field by name, and progress over many files.
+TEST(DataCli, FoldersPatternsTextFieldAndProgress) {
+  rt::TempDir dir;
+  rt::write_file(dir.str("corpus/a.txt"), rt::synthetic_text(20, 3, 3));
+  rt::write_file(dir.str("corpus/part/b.jsonl"), "{\"body\": \"the jury said\\nthe city\"}\n{\"body\": \"evidence\"}\n");
+  rt::write_file(dir.str("corpus/README.md"), "# not corpus text\n");
+  auto r = rt::run_roformer("tokenizer train --input " + dir.str("corpus") + " --vocab-size 200 --text-field body --out " +
+                            dir.str("tok"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokenizer: reading: 100.0% 2/2 files"), std::string::npos) << r.output;
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("tok/tokenizer.model") + " --input " + dir.str("corpus") +
+                       " --text-field body --out " + dir.str("prep"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prepare: 100.0% 2/2 files"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prepare: 22 documents"), std::string::npos) << r.output;
+  // The old flag name still works; a quoted pattern is expanded by roformer, sorted.
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("tok/tokenizer.model") + " --input '" + dir.str("corpus") +
+                       "/*/*.jsonl' --jsonl-field body --out " + dir.str("prep2") + " --no-progress");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("prepare: 100.0%"), std::string::npos) << r.output;
+  EXPECT_EQ(PreparedCorpus::open(dir.str("prep2"))->num_documents(), 2);
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("tok/tokenizer.model") + " --input '" + dir.str("corpus") +
+                       "/*.parquet' --out " + dir.str("prep3"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("input pattern " + dir.str("corpus") + "/*.parquet matches no file"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(rt::fs::exists(dir.str("prep3")));
 }

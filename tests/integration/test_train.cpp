@@ -39,6 +39,12 @@ std::string tiny_config(const std::string& dir) {
          "eval:\n  every: 6\n  max_sequences: 16\n  batch_size: 8\n";
 }
 
+// The log line of a run reading prepared folders (data/prepared_cache.cpp).
+std::string fmt_parts(int64_t documents, int64_t tokens) {
+  return "train data: 2 prepared directories (" + std::to_string(documents) + " documents, " + std::to_string(tokens) +
+         " tokens)";
+}
+
 class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -345,6 +351,47 @@ TEST_F(TrainTest, ChangedTrainingTextOnResumeWarnsThatTheRunIsNoLongerExact) {
       << r.output;
 }
 
+TEST_F(TrainTest, ChangedFileInAListedFolderOnResumeIsNoticed) {
+  write_file(tmp_.str("corpus/part1.txt"), synthetic_corpus(30, 4, 1));
+  write_file(tmp_.str("corpus/part2.txt"), synthetic_corpus(30, 4, 3));
+  auto a = train("cf", "--set data.train_files=[" + tmp_.str("corpus") + "] --set train.steps=2 "
+                 "--set schedule.warmup_steps=0 --set eval.every=0");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto same = run_roformer("train --run-dir " + tmp_.str("cf") + " --resume auto --set train.steps=3");
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("using prepared train data in " + tmp_.str("cf") + "/data/train"), std::string::npos)
+      << same.output;
+  write_file(tmp_.str("corpus/part2.txt"), synthetic_corpus(31, 4, 3));
+  auto r = run_roformer("train --run-dir " + tmp_.str("cf") + " --resume auto --set train.steps=4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("data.train_files changed since " + tmp_.str("cf") + "/data/train was prepared"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("preparing train data (2 file(s))"), std::string::npos) << r.output;
+}
+
+// docs/data.md, "Corpora larger than one machine": prepare a subset of the files on each machine
+// with one tokenizer, then train once over the prepared folders.
+TEST_F(TrainTest, TrainsOnACorpusPreparedInParts) {
+  auto t = run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 120 --out " + tmp_.str("tok"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  write_file(tmp_.str("half1.txt"), synthetic_corpus(30, 4, 1));
+  write_file(tmp_.str("half2.txt"), synthetic_corpus(30, 4, 3));
+  for (const std::string half : {"1", "2"}) {
+    auto p = run_roformer("prepare --tokenizer " + tmp_.str("tok/tokenizer.model") + " --input " +
+                          tmp_.str("half" + half + ".txt") + " --out " + tmp_.str("prepared" + half));
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+  }
+  const auto one = roformer::data::PreparedCorpus::open(tmp_.str("prepared1"));
+  const auto two = roformer::data::PreparedCorpus::open(tmp_.str("prepared2"));
+  auto r = train("parts", "--set tokenizer.model=" + tmp_.str("tok/tokenizer.model") + " --set data.train_files=[" +
+                 tmp_.str("prepared1") + "," + tmp_.str("prepared2") + "] --set train.steps=2 --set schedule.warmup_steps=0 "
+                 "--set eval.every=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt_parts(one->num_documents() + two->num_documents(), one->num_tokens() + two->num_tokens())),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp_.str("parts/data/train"))) << "prepared folders are read in place";
+}
+
 TEST_F(TrainTest, DamagedShardInTheRunsCacheIsPreparedAgain) {
   auto a = train("d", "--set train.steps=2 --set schedule.warmup_steps=0 --set eval.every=0");
   ASSERT_EQ(a.exit_code, 0) << a.output;
@@ -373,11 +420,13 @@ TEST_F(TrainTest, DataErrorsNameTheKeyAndTheFile) {
   write_file(tmp_.str("folder/shard_00000.tok"), "x");
   auto dir = train("f", "--set data.valid_files=[" + tmp_.str("folder") + "]");
   EXPECT_EQ(dir.exit_code, 1) << dir.output;
-  EXPECT_NE(dir.output.find("data.valid_files: '" + tmp_.str("folder") + "' is a directory but not a prepared corpus "
-                            "(no meta.json"), std::string::npos) << dir.output;
+  EXPECT_NE(dir.output.find("data.valid_files: input folder " + tmp_.str("folder") + " holds no corpus files"),
+            std::string::npos) << dir.output;
+  EXPECT_NE(dir.output.find("it looks like a prepared corpus whose meta.json is missing"), std::string::npos)
+      << dir.output;
   auto as_train = train("f2", "--set data.train_files=[" + tmp_.str("folder") + "]");
   EXPECT_EQ(as_train.exit_code, 1) << as_train.output;
-  EXPECT_NE(as_train.output.find("data.train_files: input " + tmp_.str("folder") + " is a directory"),
+  EXPECT_NE(as_train.output.find("data.train_files: input folder " + tmp_.str("folder") + " holds no corpus files"),
             std::string::npos) << as_train.output;
   auto vocab = train("v", "--set tokenizer.vocab_size=40");
   EXPECT_EQ(vocab.exit_code, 1) << vocab.output;

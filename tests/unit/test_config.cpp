@@ -58,6 +58,17 @@ TEST(Config, OverridesAreTypedLikeYaml) {
   EXPECT_EQ(d.train.steps, 30);
 }
 
+// data.jsonl_field became data.text_field (it also names Parquet's column): configs and the
+// checkpoints that store theirs still load, and the old name sets the new key.
+TEST(Config, RenamedKeySetsTheNewKey) {
+  Config c = parse_config("data:\n  jsonl_field: body\n");
+  EXPECT_EQ(c.data.text_field, "body");
+  apply_override(c, "data.jsonl_field=content");
+  EXPECT_EQ(c.data.text_field, "content");
+  EXPECT_NE(to_yaml(c).find("text_field: content"), std::string::npos);
+  EXPECT_EQ(to_yaml(c).find("jsonl_field"), std::string::npos);
+}
+
 TEST(Config, ResolvedYamlRoundTrips) {
   Config c = parse_config("", {"model.hidden_size=96", "model.num_heads=3", "model.layer_norm_eps=1e-5",
                                "data.train_files=[a b.txt, 'c: d.txt']", "optimizer.lr=0.001", "model.rotary_base=10000"});

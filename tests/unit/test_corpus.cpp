@@ -308,15 +308,16 @@ TEST_F(CorpusBadInput, ShardNameOutsideTheDirectoryIsRefused) {
   EXPECT_NE(msg.find("shard name '../existing/shard_00000.tok' is not a file name in " + copy), std::string::npos) << msg;
 }
 
-TEST_F(CorpusBadInput, DirectoryAsInputSaysWhatItIs) {
+TEST_F(CorpusBadInput, FolderWithoutCorpusFilesOrAPreparedOneSaysWhatItIs) {
   rt::fs::create_directories(dir_->str("plain_folder"));
+  rt::write_file(dir_->str("plain_folder/README.md"), "not corpus text\n");
   std::string msg = error_of([&] { prepare_corpus(options("existing", {dir_->str("plain_folder")})); });
-  EXPECT_NE(msg.find("input " + dir_->str("plain_folder") + " is a directory, not a text or JSONL file; list the "
-                     "files in it, or, if it should be a prepared corpus, its meta.json is missing"),
+  EXPECT_NE(msg.find("input folder " + dir_->str("plain_folder") + " holds no corpus files (names ending .txt, .text, "
+                     ".jsonl, .json or .parquet, optionally followed by .gz or .zst); list the files themselves"),
             std::string::npos) << msg;
   msg = error_of([&] { prepare_corpus(options("existing", {out_})); });
-  EXPECT_NE(msg.find("it is a prepared corpus, which `roformer prepare` does not take as input"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("input " + out_ + " is a prepared corpus (the output of `roformer prepare`), not text to read"),
+            std::string::npos) << msg;
   expect_untouched();
 }
 

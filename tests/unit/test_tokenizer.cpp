@@ -124,12 +124,12 @@ TEST_F(TokenizerTest, BpeAndJsonlInput) {
   o.out_dir = dir_->str("bpe");
   o.vocab_size = 160;
   o.model_type = "bpe";
-  o.jsonl_field = "body";
+  o.text_field = "body";
   const Tokenizer tok = Tokenizer::load(train_tokenizer(o));
   EXPECT_EQ(tok.id_to_piece(Tokenizer::kMask), "[MASK]");
   EXPECT_EQ(tok.decode(tok.encode("the city")), "the city");
   for (const int32_t id : tok.encode("[MASK] [PAD]")) EXPECT_GE(id, Tokenizer::kNumSpecial);
-  o.jsonl_field = "missing";
+  o.text_field = "missing";
   o.out_dir = dir_->str("bpe-missing");
   const std::string msg = error_of([&] { train_tokenizer(o); });
   EXPECT_NE(msg.find("docs.jsonl:1"), std::string::npos) << msg;

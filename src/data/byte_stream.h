@@ -1,0 +1,60 @@
+// Streaming reads of an input file that may be compressed: gzip (zlib) or zstd (libzstd), chosen by
+// the file's first bytes, never by its name. Decompression is streamed through fixed buffers, so
+// memory does not depend on the file size and nothing is written to disk. A corrupt or truncated
+// stream is a roformer::Error naming the file and how far it got.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace roformer::data {
+
+enum class Compression { kNone, kGzip, kZstd };
+
+// "gzip", "zstd" or "none".
+const char* compression_name(Compression c);
+
+// The compression of `head`, the first bytes of a file (gzip: 1f 8b; zstd: 28 b5 2f fd).
+Compression compression_of(const std::string& head);
+
+// The first `n` bytes of a file (fewer when it is shorter). Throws roformer::Error when unreadable.
+std::string read_head(const std::string& path, size_t n);
+
+// The decompressed bytes of a file, in order.
+class ByteStream {
+ public:
+  explicit ByteStream(const std::string& path);
+  ~ByteStream();
+  ByteStream(const ByteStream&) = delete;
+  ByteStream& operator=(const ByteStream&) = delete;
+
+  // Up to `n` bytes of content into `out`; 0 only at the end of the content. Throws roformer::Error
+  // on a read error or a corrupt or truncated compressed stream.
+  size_t read(char* out, size_t n);
+  Compression compression() const;
+  // Bytes of the file consumed so far (read ahead by at most one buffer), and content bytes served.
+  int64_t file_bytes() const;
+  int64_t content_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Lines of a ByteStream, without their '\n'.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : stream_(path) {}
+  // The next line into `line`; false at the end. A last line without '\n' is still a line.
+  bool next(std::string& line);
+  const ByteStream& stream() const { return stream_; }
+
+ private:
+  ByteStream stream_;
+  std::string buffer_;
+  size_t pos_ = 0;   // first unread byte of buffer_
+  bool end_ = false;
+};
+
+}  // namespace roformer::data

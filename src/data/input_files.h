@@ -1,0 +1,27 @@
+// The input files a user lists: each entry is a file, a folder or a glob pattern, expanded here into
+// the files read, in a stable order (docs/data.md, "Many files"):
+//   a file     itself, whatever its name
+//   a folder   every corpus file under it, recursively: names ending .txt, .text, .jsonl, .json or
+//              .parquet, each optionally followed by .gz, .gzip, .zst or .zstd; names starting with
+//              '.' (files and folders) are skipped, and so is anything else (README.md, LICENSE, ...)
+//   a pattern  an entry holding * ? or [ (and naming no existing file): the paths it matches
+//              (glob(3): * and ? never match '/', no **); a matched folder is read like a folder
+// The files of one folder or pattern are sorted by path, byte by byte (shard-00009 before
+// shard-00010 when numbers are zero-padded, as published corpora are); the entries keep their
+// listed order, and a file listed twice is read twice.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace roformer::data {
+
+// The files of `inputs`, expanded as above. Throws roformer::Error, before anything is written,
+// when an entry names nothing: a missing file, a pattern matching nothing, a folder without corpus
+// files, a prepared corpus (the output of `roformer prepare`, not an input).
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs);
+
+// True when a file name is one a folder's expansion takes (see above).
+bool is_corpus_file_name(const std::string& name);
+
+}  // namespace roformer::data
