@@ -24,7 +24,9 @@
 #
 # Runs go to OUT/runs/VARIANT-sSEED and resume (`--resume auto`): run the script again after an
 # interruption and finished runs are only evaluated. OUT keeps its config (OUT/config.yaml); the
-# script refuses an OUT prepared from another config instead of mixing results.
+# script refuses an OUT prepared from another config instead of mixing results. Each run writes
+# TensorBoard event files: `tensorboard --logdir OUT/runs` shows the curves side by side, and its
+# HParams tab the variants' settings against their last eval/accuracy and eval/loss.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BUILD_DIR:-$ROOT/build}/roformer"
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
     --seeds) SEEDS="${2:?--seeds needs a list}"; shift 2 ;;
     --variants) VARIANTS="${2:?--variants needs a list}"; shift 2 ;;
     --set) SETS+=(--set "${2:?--set needs KEY=VALUE}"); shift 2 ;;
-    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
