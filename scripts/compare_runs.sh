@@ -27,7 +27,9 @@
 # Runs go to OUT/runs/VARIANT-sSEED (VARIANT-nSTEPS-sSEED with --steps) and resume (`--resume
 # auto`): run the script again after an interruption and finished runs are only evaluated. OUT keeps
 # its config (OUT/config.yaml); the script refuses an OUT prepared from another config instead of
-# mixing results.
+# mixing results. Each run writes TensorBoard event files: `tensorboard --logdir OUT/runs` shows the
+# curves side by side, and its HParams tab the variants' settings against their last eval/accuracy
+# and eval/loss.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BUILD_DIR:-$ROOT/build}/roformer"
@@ -49,7 +51,7 @@ while [ $# -gt 0 ]; do
     --lengths) LENGTHS="${2:?--lengths needs a list}"; shift 2 ;;
     --claim) CLAIM="${2:?--claim needs a name}"; shift 2 ;;
     --set) SETS+=(--set "${2:?--set needs KEY=VALUE}"); shift 2 ;;
-    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done

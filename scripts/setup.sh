@@ -2,7 +2,7 @@
 # One-time (and idempotent) setup for a Debian/Ubuntu machine:
 #   1. installs the missing Debian packages (apt-get; needs root or sudo),
 #   2. creates or reuses a Python venv OUTSIDE the checkout holding the pinned PyTorch (whose
-#      LibTorch we build against) and the test-only Python packages (transformers for golden values),
+#      LibTorch we build against) and the test-only Python packages (transformers for golden values, tensorboard to read our event files),
 #   3. configures and builds the project into build/.
 # A second run takes seconds. Environment knobs:
 #   ROFORMER_VENV   venv location (default ~/.cache/roformer/venv-torch-$TORCH_VERSION)
@@ -14,7 +14,7 @@ set -euo pipefail
 # ---- The pinned versions: the only place they are written. --------------------------------------
 TORCH_VERSION=2.11.0          # the GPU machine's version; LibTorch comes from this wheel
 TRANSFORMERS_VERSION=5.23.0   # tests only: golden values and the export round trip
-PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy matplotlib"
+PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy matplotlib tensorboard"
 PYARROW_VERSION=26.0.1        # Parquet input: the build links the Arrow C++ libraries of this wheel
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,7 +49,7 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] 
   "$PY" -m pip install -q --upgrade pip
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
-if ! "$PY" -c "import transformers, matplotlib, sys; sys.exit(0 if transformers.__version__ == '$TRANSFORMERS_VERSION' else 1)" 2>/dev/null; then
+if ! "$PY" -c "import transformers, matplotlib, tensorboard, sys; sys.exit(0 if transformers.__version__ == '$TRANSFORMERS_VERSION' else 1)" 2>/dev/null; then
   say "installing test packages into the venv: $PY_TEST_PACKAGES"
   "$PY" -m pip install -q $PY_TEST_PACKAGES
 fi

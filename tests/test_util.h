@@ -76,6 +76,17 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// Lowercase hex digits of bytes (for comparing binary encodings readably).
+inline std::string to_hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together

@@ -68,6 +68,7 @@ struct Field {
   Constraint constraint;
   std::function<void(Config&, const YAML::Node&, const std::string& path)> set;
   std::function<std::string(const Config&)> get;  // YAML text of the value
+  std::function<ConfigValue(const Config&)> value;
   std::string path() const { return section + "." + key; }
 };
 
@@ -220,6 +221,7 @@ void add(std::vector<Field>& fields, const char* section, const char* key, Acces
     access(c) = std::move(value);
   };
   f.get = [access](const Config& c) { return format_value(access(const_cast<Config&>(c))); };
+  f.value = [access](const Config& c) { return ConfigValue(access(const_cast<Config&>(c))); };
   fields.push_back(std::move(f));
 }
 
@@ -319,6 +321,9 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(logging, progress, "auto: a live bar on a terminal, plain lines otherwise",
                  one_of({"auto", "bar", "plain"}));
   ROFORMER_FIELD(logging, level, "Console log level", one_of({"trace", "debug", "info", "warn", "error"}));
+  ROFORMER_FIELD(logging, tensorboard,
+                 "Write TensorBoard event files to RUN_DIR/tensorboard (scalars at every logging step and evaluation, "
+                 "the config, HParams); false writes none");
   // eval
   ROFORMER_FIELD(eval, every, "Evaluate on the validation set every N steps; 0 only at the end", at_least(0));
   ROFORMER_FIELD(eval, max_sequences, "Validation sequences evaluated (a fixed, deterministic set)", at_least(1));
@@ -494,6 +499,12 @@ YAML::Node load_document(const std::string& yaml_text, const std::string& origin
 std::vector<std::string> all_keys() {
   std::vector<std::string> out;
   for (const auto& f : fields()) out.push_back(f.path());
+  return out;
+}
+
+std::vector<std::pair<std::string, ConfigValue>> values(const Config& config) {
+  std::vector<std::pair<std::string, ConfigValue>> out;
+  for (const auto& f : fields()) out.emplace_back(f.path(), f.value(config));
   return out;
 }
 

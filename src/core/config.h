@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace roformer::config {
@@ -101,6 +103,7 @@ struct LoggingConfig {
   int64_t every = 10;
   std::string progress = "auto";          // auto | bar | plain
   std::string level = "info";             // trace | debug | info | warn | error
+  bool tensorboard = true;                // TensorBoard event files in RUN_DIR/tensorboard (rank 0)
 };
 
 struct EvalConfig {
@@ -150,6 +153,11 @@ std::string to_yaml(const Config& config);
 std::string defaults_reference(bool markdown);
 // Every "section.key" path, in table order.
 std::vector<std::string> all_keys();
+
+// Every key with its typed value, in table order (for tools that take typed settings: TensorBoard's
+// HParams).
+using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
+std::vector<std::pair<std::string, ConfigValue>> values(const Config& config);
 
 // One key whose value differs between two configs, as YAML text (the field table's rendering).
 struct ConfigChange {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -57,6 +58,53 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   }
   const fs::path parent = fs::path(path).parent_path();
   sync_to_disk(parent.empty() ? "." : parent.string(), true);
+}
+
+AppendFile AppendFile::create_new(const std::string& path, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(fmt::format("cannot create {} '{}': {}", what, path, std::strerror(errno)));
+  return AppendFile(fd, path, what);
+}
+
+AppendFile AppendFile::open_existing(const std::string& path, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("cannot open {} '{}' for writing: {}", what, path, std::strerror(errno)));
+  return AppendFile(fd, path, what);
+}
+
+AppendFile::AppendFile(AppendFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)), what_(std::move(other.what_)) {}
+
+AppendFile& AppendFile::operator=(AppendFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    what_ = std::move(other.what_);
+  }
+  return *this;
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::append(std::string_view bytes) {
+  if (fd_ < 0) throw Error(fmt::format("{} '{}' is closed; nothing more can be written to it", what_, path_));
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)  // 0: nothing written and no reason given; treat it as the device refusing
+      throw Error(fmt::format("cannot write {} '{}': {} (is the disk full?)", what_, path_,
+                              n < 0 ? std::strerror(errno) : "no bytes written"));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void AppendFile::close() {
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) throw Error(fmt::format("cannot close {} '{}': {}", what_, path_, std::strerror(errno)));
 }
 
 }  // namespace roformer::core

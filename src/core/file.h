@@ -1,8 +1,9 @@
 // Whole-file reads and atomic whole-file writes with user-facing errors: the one place a file is
-// slurped into a string.
+// slurped into a string. AppendFile: a file that grows while others read it (event files).
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace roformer::core {
 
@@ -21,5 +22,32 @@ void sync_to_disk(const std::string& path, bool directory);
 // then renamed over it, so a reader sees the old or the new content, never a part. Throws
 // roformer::Error naming the file when it cannot be written (no permission, disk full).
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// A file written by appending, each append checked and handed to the kernel before it returns
+// (unbuffered), so a reader following the file (a live TensorBoard) sees every complete append.
+// Errors throw roformer::Error naming the file, `what` it is and the system's reason.
+class AppendFile {
+ public:
+  // Creates `path`, which must not exist yet: nothing is ever overwritten.
+  static AppendFile create_new(const std::string& path, const std::string& what);
+  // Opens an existing file (or a device such as /dev/full) for appending.
+  static AppendFile open_existing(const std::string& path, const std::string& what);
+
+  AppendFile(AppendFile&& other) noexcept;
+  AppendFile& operator=(AppendFile&& other) noexcept;
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  ~AppendFile();  // closes without reporting: call close() where a failure matters
+
+  // Writes every byte (a full disk or a file-size limit is an error, never a silent short write).
+  void append(std::string_view bytes);
+  void close();  // checked; nothing is written after it
+  const std::string& path() const { return path_; }
+
+ private:
+  AppendFile(int fd, std::string path, std::string what) : fd_(fd), path_(std::move(path)), what_(std::move(what)) {}
+  int fd_ = -1;
+  std::string path_, what_;
+};
 
 }  // namespace roformer::core

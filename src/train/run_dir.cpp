@@ -19,7 +19,9 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "tensorboard/event_file.h"
 #include "train/checkpoint_store.h"
+#include "train/tensorboard_sink.h"
 
 namespace roformer::train {
 namespace fs = std::filesystem;
@@ -148,8 +150,13 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
     }
     fs::remove(fs::path(run_dir) / "checkpoints" / "latest", ec);
     fs::remove(fs::path(run_dir) / "metrics.jsonl", ec);
-    spdlog::warn("--overwrite: deleted {} checkpoint(s) ({}) and the metrics of the earlier run in {}",
-                 plan.deleted.size(), names_of(plan.deleted), run_dir);
+    const fs::path events = fs::path(run_dir) / kTensorBoardDir;  // its event files, not what else is there
+    for (const auto& name : tensorboard::list_event_files(events.string())) {
+      fs::remove(events / name, ec);
+      if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", (events / name).string(), ec.message()));
+    }
+    spdlog::warn("--overwrite: deleted {} checkpoint(s) ({}) and the metrics and TensorBoard event files of the "
+                 "earlier run in {}", plan.deleted.size(), names_of(plan.deleted), run_dir);
   }
   if (plan.later.empty()) return;
   const fs::path dir = fs::path(plan.later.front()).parent_path();

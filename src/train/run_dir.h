@@ -6,7 +6,8 @@
 //                        lock left by a process that died is taken over with a warning.
 //   plan_checkpoint      what a run starts from, decided before anything is written (carry_out acts):
 //     fresh run          refused when RUN_DIR/checkpoints holds checkpoints (resume it, --overwrite,
-//                        or another directory); --overwrite deletes them and metrics.jsonl first;
+//                        or another directory); --overwrite deletes them, metrics.jsonl and the
+//                        TensorBoard event files first;
 //     --resume auto      the newest checkpoint that verifies; refused, naming each, when there are
 //                        checkpoints but none verifies (nothing is overwritten);
 //     --resume PATH      that checkpoint; one of another run directory only into an empty one.

@@ -28,6 +28,7 @@
 #include "train/init_from.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
+#include "train/tensorboard_sink.h"
 
 namespace roformer::dist {
 class ProcessGroup;
@@ -149,6 +150,10 @@ class Trainer {
   void save_checkpoint(const std::string& reason);
   CheckpointContents checkpoint_contents();
   void run_eval();
+  void record(const nlohmann::json& rec);  // a metrics record: metrics.jsonl and TensorBoard (rank 0)
+  // MFU of a logging window (model FLOPs per step / mean step time / peak of every rank's device);
+  // none where the device's peak is unknown (the CPU, GPUs absent from known_peak_tflops).
+  std::optional<double> model_flops_utilization(int64_t n_pred, double ms_per_step) const;
   // Trainer::run in parts: everything before the first step, then per step the checks and actions.
   void start_run();
   void check_finite(const StepResult& r, int64_t last_synced) const;  // throws on a non-finite step
@@ -191,6 +196,7 @@ class Trainer {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<LrSchedule> schedule_;
   MetricsWriter metrics_;
+  std::optional<TensorBoardSink> tensorboard_;  // rank 0 with logging.tensorboard, from start_run on
   StepVariant variant_;
   bool sync_timings_ = false;
   bool sync_free_on_cpu_ = false;

@@ -38,7 +38,9 @@
 #include "dist/env.h"
 #include "dist/gradient_reducer.h"
 #include "dist/process_group.h"
+#include "model/flops.h"
 #include "model/roformer.h"
+#include "train/bench.h"
 #include "train/cadence.h"
 #include "train/checkpoint_files.h"
 #include "train/checkpoint_store.h"
@@ -492,9 +494,9 @@ void Trainer::run_eval() {
   spdlog::info("eval step {} | MLM accuracy {:.4f} | top-5 {:.4f} | loss {:.4f} | perplexity {:.2f} | {} predicted "
                "tokens in {} sequences | {:.1f}s",
                step_, r.accuracy, r.top5_accuracy, r.loss, r.perplexity, r.n_predicted, r.n_sequences, r.seconds);
-  metrics_.write({{"type", "eval"}, {"step", step_}, {"loss", r.loss}, {"accuracy", r.accuracy},
-                  {"top5_accuracy", r.top5_accuracy}, {"perplexity", r.perplexity},
-                  {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"seconds", r.seconds}});
+  record({{"type", "eval"}, {"step", step_}, {"loss", r.loss}, {"accuracy", r.accuracy},
+          {"top5_accuracy", r.top5_accuracy}, {"perplexity", r.perplexity},
+          {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"seconds", r.seconds}});
 }
 
 // Resolves train.device once (CUDA always with its index) and makes it the process's current
@@ -611,6 +613,9 @@ void Trainer::start_run() {
   } else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0) {
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
   }
+  if (main_rank() && cfg_.logging.tensorboard)  // after the checkpoint: a resumed session starts past its step
+    tensorboard_.emplace(cfg_, run_dir_, resume_dir_.empty() ? std::nullopt : std::optional<int64_t>(step_),
+                         metrics_.path());
   if (init_) {
     spdlog::info("new run from the weights of {} {} (fresh optimizer and schedule)", init_->kind, init_->dir);
     run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
@@ -630,15 +635,33 @@ void Trainer::check_finite(const StepResult& r, int64_t last_synced) const {
                           nonfinite_resume_advice(ckpt_dir_, run_dir_, step_ - 1)));
 }
 
-// The logging step: the log line (window means) and the metrics.jsonl record.
+// The logging step: the log line (window means) and the metrics record (fp16: the loss scale;
+// MFU where the device's peak is known).
 void Trainer::log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress) {
   const ProgressStats ps = window.close(step_, cfg_.train.steps, schedule_->lr(step_ - 1));
   progress.log_line(ps);
-  if (main_rank())
-    metrics_.write({{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
-                    {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
-                    {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step}, {"tokens_seen", tokens_seen_},
-                    {"data_wait_s", r.timings.data}});
+  if (!main_rank()) return;
+  json rec = {{"type", "train"}, {"step", step_}, {"loss", r.loss}, {"loss_avg", ps.loss},
+              {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
+              {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step}, {"tokens_seen", tokens_seen_},
+              {"data_wait_s", r.timings.data}};
+  if (cfg_.train.precision == "fp16") rec["loss_scale"] = loss_scale_;
+  if (const auto mfu = model_flops_utilization(r.n_pred, ps.ms_per_step)) rec["mfu"] = *mfu;
+  record(rec);
+}
+
+void Trainer::record(const json& rec) {
+  metrics_.write(rec);
+  if (tensorboard_) tensorboard_->write(rec);
+}
+
+std::optional<double> Trainer::model_flops_utilization(int64_t n_pred, double ms_per_step) const {
+  if (!device_.is_cuda() || ms_per_step <= 0) return std::nullopt;
+  const double peak_tflops = known_peak_tflops(core::device_name(device_), cfg_.train.precision);
+  if (peak_tflops <= 0) return std::nullopt;
+  const double flops =
+      model::mlm_train_flops_per_step(model_->options(), global_batch(), cfg_.data.max_seq_len, n_pred);
+  return flops / (ms_per_step / 1000.0) / (peak_tflops * 1e12 * static_cast<double>(world_size()));
 }
 
 // A stop signal (SIGINT/SIGTERM): save and say how to resume. Distributed, r.stop is the ranks'
@@ -698,6 +721,7 @@ int Trainer::run() {
     if (stop_if_asked(r)) return 0;
   }
   progress.clear();
+  if (tensorboard_) tensorboard_->finish(step_);  // the HParams session ends
   report_done();
   return 0;
 }

@@ -95,6 +95,15 @@ TEST_F(GpuTrain, MixedPrecisionRunsLearnAndFp16RecoversFromAnOverflow) {
       EXPECT_NE(r.output.find("step 5: non-finite fp16 gradient, step skipped, loss scale now"), std::string::npos)
           << r.output;
       EXPECT_TRUE(std::isfinite(m[60]["loss"].get<double>()));
+      // The scale in the metrics record (and TensorBoard's train/loss_scale): halved by the skip.
+      EXPECT_EQ(m[4]["loss_scale"].get<double>(), 65536.0);
+      EXPECT_EQ(m[5]["loss_scale"].get<double>(), 32768.0);
+    } else {
+      EXPECT_FALSE(m[60].contains("loss_scale"));
+    }
+    if (m[60].contains("mfu")) {  // on a GPU whose peak is known (train/bench.h)
+      EXPECT_GT(m[60]["mfu"].get<double>(), 0.0);
+      EXPECT_LT(m[60]["mfu"].get<double>(), 1.0);
     }
   }
 }

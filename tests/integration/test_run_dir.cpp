@@ -22,13 +22,7 @@ class RunDirTest : public ::testing::Test {
   void SetUp() override {
     write_file(tmp_.str("train.txt"), synthetic_corpus(40, 4, 1));
     config_ = tmp_.str("c.yaml");
-    write_file(config_,
-               "model:\n  hidden_size: 32\n  num_layers: 1\n  num_heads: 2\n  intermediate_size: 64\n"
-               "  max_position_embeddings: 64\ntokenizer:\n  vocab_size: 120\n"
-               "data:\n  train_files: [" + tmp_.str("train.txt") + "]\n  max_seq_len: 32\n  num_workers: 1\n"
-               "schedule:\n  warmup_steps: 2\ntrain:\n  steps: 12\n  batch_size: 4\n  precision: fp32\n"
-               "  device: cpu\n  num_threads: 1\ncheckpoint:\n  every: 3\n  keep_last: 10\n"
-               "logging:\n  every: 3\n  progress: plain\n");
+    write_file(config_, tiny_run_yaml(tmp_.str("train.txt")));
   }
   CommandResult train(const std::string& run, const std::string& extra = "") {
     return run_roformer("train -c " + config_ + " --run-dir " + tmp_.str(run) + " " + extra);

@@ -1,6 +1,7 @@
 // The scripts a user runs beside the CLI: scripts/compare_positions.sh (position schemes trained at
-// an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file and a
-// PNG), on a tiny model and a synthetic corpus so it runs in seconds.
+// an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file, a
+// PNG, and runs that TensorBoard's HParams tab compares), on a tiny model and a synthetic corpus
+// so it runs in seconds.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -90,6 +91,10 @@ TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
   const json results = json::parse(read_file(tmp.str("out/results.json")));
   EXPECT_EQ(results.size(), 4u);
   EXPECT_EQ(results["rotary-s2"]["curve"].size(), 2u);  // evaluations at steps 3 and 6
+  // TensorBoard's HParams tab over the runs: one session each, its settings and its last evaluation.
+  auto tensorboard = run_command(python() + " " + source_dir() + "/tests/python/check_tensorboard.py hparams " +
+                                 tmp.str("out/runs") + " rotary-s1 rotary-s2 absolute-s1 absolute-s2");
+  EXPECT_EQ(tensorboard.exit_code, 0) << tensorboard.output;
 
   // Again (one run of them): a finished run is not trained again, and its figures are the same.
   auto again = run_command(compare_command(tmp, "--variants rotary --seeds 2"));

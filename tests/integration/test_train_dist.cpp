@@ -22,6 +22,7 @@
 #include "core/safetensors.h"
 #include "rank_launcher.h"
 #include "run_dir_util.h"
+#include "tensorboard/event_file.h"
 #include "test_util.h"
 #include "train/checkpoint_store.h"
 
@@ -141,8 +142,9 @@ TEST_F(TrainDistTest, TwoProcessesTrainLikeOneWithTheGlobalBatch) {
   EXPECT_NE(out0.find("data-parallel run: 2 processes (launched by torchrun), gloo backend"), std::string::npos) << out0;
   EXPECT_NE(out0.find("8 sequences x 32 tokens per step (2 micro-batch(es) of 2 on each of 2 ranks)"),
             std::string::npos) << out0;
-  // Rank 1 logs warnings and errors only; the metrics, log file and checkpoints are rank 0's.
+  // Rank 1 logs warnings and errors only; the metrics, log file, event file and checkpoints are rank 0's.
   EXPECT_EQ(out1.find("[info]"), std::string::npos) << out1;
+  EXPECT_EQ(roformer::tensorboard::list_event_files(tmp_.str("two") + "/tensorboard").size(), 1u);
   auto m2 = metrics("two"), m1 = metrics("one");
   ASSERT_EQ(m2.size(), 12u);
   ASSERT_EQ(m1.size(), 12u);

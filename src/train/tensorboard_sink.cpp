@@ -1,0 +1,123 @@
+// What a run writes for TensorBoard, and when; see tensorboard_sink.h.
+#include "train/tensorboard_sink.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace roformer::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// metrics.jsonl field -> tag, per record type. The tags are the interface users build dashboards
+// on: never rename one.
+struct TagOfField {
+  const char* type;
+  const char* field;
+  const char* tag;
+};
+constexpr TagOfField kTags[] = {
+    {"train", "loss", "train/loss"},
+    {"train", "loss_avg", "train/loss_avg"},
+    {"train", "accuracy", "train/accuracy"},
+    {"train", "lr", "train/lr"},
+    {"train", "grad_norm", "train/grad_norm"},
+    {"train", "tokens_per_s", "train/tokens_per_s"},
+    {"train", "mfu", "train/mfu"},
+    {"train", "loss_scale", "train/loss_scale"},
+    {"eval", "loss", "eval/loss"},
+    {"eval", "accuracy", "eval/accuracy"},
+    {"eval", "perplexity", "eval/perplexity"},
+    {"eval", "top5_accuracy", "eval/top5"},
+};
+
+bool is_hparam(const std::string& key) {
+  static const std::set<std::string> kKeys = {"train.steps",      "train.batch_size", "train.grad_accum",
+                                              "train.precision",  "train.seed",       "data.max_seq_len",
+                                              "data.packing",     "tokenizer.vocab_size", "tokenizer.model_type"};
+  for (const char* section : {"model.", "masking.", "optimizer.", "schedule."})
+    if (key.rfind(section, 0) == 0) return true;
+  return kKeys.count(key) > 0;
+}
+
+}  // namespace
+
+std::vector<tensorboard::Scalar> tensorboard_scalars(const nlohmann::json& record) {
+  std::vector<tensorboard::Scalar> out;
+  if (!record.is_object()) return out;
+  const std::string type = record.value("type", "");
+  for (const auto& t : kTags) {
+    if (type != t.type) continue;
+    const auto it = record.find(t.field);
+    if (it != record.end() && it->is_number()) out.push_back({t.tag, it->get<double>()});
+  }
+  return out;
+}
+
+std::vector<tensorboard::HParam> tensorboard_hparams(const config::Config& config) {
+  std::vector<tensorboard::HParam> out;
+  for (const auto& [key, value] : config::values(config)) {
+    if (!is_hparam(key)) continue;
+    if (const auto* i = std::get_if<int64_t>(&value)) out.push_back({key, static_cast<double>(*i)});
+    if (const auto* d = std::get_if<double>(&value)) out.push_back({key, *d});
+    if (const auto* b = std::get_if<bool>(&value)) out.push_back({key, *b});
+    if (const auto* s = std::get_if<std::string>(&value)) out.push_back({key, *s});
+  }
+  return out;
+}
+
+TensorBoardSink::TensorBoardSink(const config::Config& config, const std::string& run_dir,
+                                 std::optional<int64_t> resumed_at, const std::string& metrics_path)
+    : earlier_files_(tensorboard::list_event_files((fs::path(run_dir) / kTensorBoardDir).string())),
+      writer_((fs::path(run_dir) / kTensorBoardDir).string()) {
+  const int64_t first = resumed_at ? *resumed_at + 1 : 0;
+  const double now = tensorboard::wall_time_now();
+  if (!resumed_at && !earlier_files_.empty())
+    spdlog::warn("{} already holds {} event file(s) of an earlier run: TensorBoard shows this run's steps (its "
+                 "SessionLog START supersedes the earlier ones) but keeps the earlier run's HParams; delete them "
+                 "for a clean record", fs::path(path()).parent_path().string(), earlier_files_.size());
+  writer_.add(tensorboard::session_start_event(now, first));
+  if (resumed_at && earlier_files_.empty()) replay(metrics_path, *resumed_at);
+  writer_.add(tensorboard::text_event(now, first, "config", "```yaml\n" + config::to_yaml(config) + "```\n"));
+  writer_.add(tensorboard::hparams_session_start_event(now, first, tensorboard_hparams(config)));
+  writer_.flush();
+}
+
+// The records up to the checkpoint, stamped with the current time (metrics.jsonl holds none).
+void TensorBoardSink::replay(const std::string& metrics_path, int64_t last_step) {
+  std::ifstream in(metrics_path);
+  const double now = tensorboard::wall_time_now();
+  int64_t replayed = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer()) continue;
+    const auto step = record["step"].get<int64_t>();
+    const auto scalars = tensorboard_scalars(record);
+    if (step > last_step || scalars.empty()) continue;
+    writer_.add(tensorboard::scalars_event(now, step, scalars));
+    ++replayed;
+  }
+  if (replayed > 0)
+    spdlog::info("TensorBoard: {} had no event file; wrote the {} metrics record(s) up to step {} first",
+                 fs::path(path()).parent_path().string(), replayed, last_step);
+}
+
+void TensorBoardSink::write(const nlohmann::json& record) {
+  const auto scalars = tensorboard_scalars(record);
+  if (scalars.empty() || !record.contains("step")) return;
+  writer_.add(tensorboard::scalars_event(tensorboard::wall_time_now(), record["step"].get<int64_t>(), scalars));
+  writer_.flush();
+}
+
+void TensorBoardSink::finish(int64_t step) {
+  writer_.add(tensorboard::hparams_session_end_event(tensorboard::wall_time_now(), step,
+                                                     tensorboard::SessionStatus::kSuccess));
+  writer_.close();
+}
+
+}  // namespace roformer::train

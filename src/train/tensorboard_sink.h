@@ -1,0 +1,63 @@
+// RUN_DIR/tensorboard/: the run as TensorBoard (and W&B's TensorBoard sync) reads it, written by
+// rank 0 next to metrics.jsonl and fed the very records written there (docs/training.md, "What you
+// see"). The file format is tensorboard/'s; this file decides what goes in it.
+//
+// One event file per process start. Its head, at the session's first step S (0 for a new run,
+// M + 1 for a run resumed from the checkpoint at step M):
+//   SessionLog START at S    TensorBoard drops what it read at steps >= S, i.e. what a killed
+//                            process wrote after its last checkpoint: the curves read as one run,
+//                            no step twice (tests/python/check_tensorboard.py checks it)
+//   text "config"            the resolved config of this process (YAML)
+//   HParams session start    the model, masking, optimizer and schedule keys and the training shape
+// then one event per metrics record (flushed at once: a live TensorBoard follows the run), and the
+// HParams session end when training finishes. A resumed run whose directory holds no event file
+// yet (a run from before event files, or resumed into a new directory) first writes the restored
+// metrics.jsonl records, so its curves start at the first step too.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/config.h"
+#include "tensorboard/event_file.h"
+#include "tensorboard/summary.h"
+
+namespace roformer::train {
+
+inline constexpr const char* kTensorBoardDir = "tensorboard";  // inside the run directory
+
+class TensorBoardSink {
+ public:
+  // resumed_at: the step of the checkpoint the run resumed from; none for a new run. metrics_path:
+  // the run's metrics.jsonl as restored (replayed only as described above).
+  TensorBoardSink(const config::Config& config, const std::string& run_dir, std::optional<int64_t> resumed_at,
+                  const std::string& metrics_path);
+
+  // One metrics.jsonl record ("type": "train" or "eval") as scalars at its step; flushed.
+  void write(const nlohmann::json& record);
+  // Training finished at `step`: the HParams session end (success); flushed and closed.
+  void finish(int64_t step);
+  const std::string& path() const { return writer_.path(); }
+
+ private:
+  void replay(const std::string& metrics_path, int64_t last_step);
+
+  std::vector<std::string> earlier_files_;  // the directory's event files before this process
+  tensorboard::EventFileWriter writer_;
+};
+
+// The scalars of a metrics.jsonl record under their tags (train/loss, train/loss_avg,
+// train/accuracy, train/lr, train/grad_norm, train/tokens_per_s, train/mfu, train/loss_scale;
+// eval/loss, eval/accuracy, eval/perplexity, eval/top5), for the fields it holds.
+std::vector<tensorboard::Scalar> tensorboard_scalars(const nlohmann::json& record);
+
+// The HParams of a run: every key of model, masking, optimizer and schedule, and train.steps,
+// train.batch_size, train.grad_accum, train.precision, train.seed, data.max_seq_len, data.packing,
+// tokenizer.vocab_size and tokenizer.model_type; numbers as numbers.
+std::vector<tensorboard::HParam> tensorboard_hparams(const config::Config& config);
+
+}  // namespace roformer::train
