@@ -1,8 +1,9 @@
 // Whole-file reads and atomic whole-file writes with user-facing errors: the one place a file is
-// slurped into a string.
+// slurped into a string. Also the one place a folder is removed with its contents (remove_tree).
 #pragma once
 
 #include <string>
+#include <system_error>
 
 namespace roformer::core {
 
@@ -21,5 +22,19 @@ void sync_to_disk(const std::string& path, bool directory);
 // then renamed over it, so a reader sees the old or the new content, never a part. Throws
 // roformer::Error naming the file when it cannot be written (no permission, disk full).
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// Removes `path` and, for a folder, everything under it, as std::filesystem::remove_all does;
+// symbolic links are removed, never followed. A missing `path` is not an error. Call this, never
+// std::filesystem::remove_all: the pip LibTorch carries its own copy of remove_all, which calls a
+// libstdc++ symbol that no library exports (recursive_directory_iterator::__erase); wherever the
+// dynamic linker binds our call to that copy (libtorch ahead of libstdc++ in the lookup order, as
+// with an LD_PRELOAD or a linker that orders libraries differently), the first folder with
+// contents jumps to address 0. This uses POSIX calls only (openat, unlinkat), which libtorch does
+// not carry. Returns false and sets `ec` to the first failure; what was removed before it stays
+// removed.
+bool remove_tree(const std::string& path, std::error_code& ec) noexcept;
+
+// The same; throws roformer::Error "cannot remove '<path>': <reason>" on failure.
+void remove_tree(const std::string& path);
 
 }  // namespace roformer::core
