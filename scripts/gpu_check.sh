@@ -87,7 +87,7 @@ build() {
   say "torch $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)'); $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
   # -isystem $DEPS/usr/include first in every compile: a machine with its own (other) versions of
   # these packages in /usr/include (Ubuntu 24.04's spdlog 1.12, yaml-cpp 0.8, gtest 1.14) must not
-  # compile against those headers and link the kit's libraries (a test crashed at address 0 so).
+  # compile against those headers and link the kit's libraries.
   if [ ! -f "$BUILD/build.ninja" ]; then
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DROFORMER_PYTHON="$(command -v python3)" \
       -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$DEPS/usr" -DCMAKE_CXX_FLAGS="-isystem $DEPS/usr/include" ${CMAKE_ARGS:-} >"$BUILD.configure.log" 2>&1 \

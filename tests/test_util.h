@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace roformer::test {
 
@@ -52,7 +53,7 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    fs::remove_all(path_, ec);
+    roformer::core::remove_tree(path_.string(), ec);  // never std::filesystem::remove_all (core/file.h)
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

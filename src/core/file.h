@@ -1,9 +1,11 @@
 // Whole-file reads and atomic whole-file writes with user-facing errors: the one place a file is
-// slurped into a string. AppendFile: a file that grows while others read it (event files).
+// slurped into a string. AppendFile: a file that grows while others read it (event files). Also the
+// one place a folder is removed with its contents (remove_tree).
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace roformer::core {
 
@@ -49,5 +51,19 @@ class AppendFile {
   int fd_ = -1;
   std::string path_, what_;
 };
+
+// Removes `path` and, for a folder, everything under it, as std::filesystem::remove_all does;
+// symbolic links are removed, never followed. A missing `path` is not an error. Call this, never
+// std::filesystem::remove_all: the pip LibTorch carries its own copy of remove_all, which calls a
+// libstdc++ symbol that no library exports (recursive_directory_iterator::__erase); wherever the
+// dynamic linker binds our call to that copy (libtorch ahead of libstdc++ in the lookup order, as
+// with an LD_PRELOAD or a linker that orders libraries differently), the first folder with
+// contents jumps to address 0. This uses POSIX calls only (openat, unlinkat), which libtorch does
+// not carry. Returns false and sets `ec` to the first failure; what was removed before it stays
+// removed.
+bool remove_tree(const std::string& path, std::error_code& ec) noexcept;
+
+// The same; throws roformer::Error "cannot remove '<path>': <reason>" on failure.
+void remove_tree(const std::string& path);
 
 }  // namespace roformer::core

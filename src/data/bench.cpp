@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -28,7 +29,7 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
     fs::path p;
     ~Cleanup() {
       std::error_code ec;
-      fs::remove_all(p, ec);
+      core::remove_tree(p, ec);
     }
   } cleanup{work};
 

@@ -30,6 +30,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/progress_bar.h"
 #include "data/corpus_format.h"
 #include "data/input_files.h"
@@ -388,10 +389,10 @@ fs::path make_staging_dir(const fs::path& out) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
     const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) fs::remove_all(entry.path());
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) core::remove_tree(entry.path());
   }
   const fs::path staging = out / (prefix + std::to_string(::getpid()));
-  fs::remove_all(staging);
+  core::remove_tree(staging);
   fs::create_directories(staging);
   return staging;
 }
@@ -435,13 +436,13 @@ void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok,
     if (!m) throw Error("cannot write " + meta_tmp.string());
   }
   fs::rename(meta_tmp, out / format::kMetaFile);
-  fs::remove_all(staging);
+  core::remove_tree(staging);
 }
 
 // Removes the staging directory and throws `message`.
 [[noreturn]] void abort_prepare(const fs::path& staging, const std::string& message) {
   std::error_code ec;
-  fs::remove_all(staging, ec);
+  core::remove_tree(staging, ec);
   throw Error(message);
 }
 

@@ -19,6 +19,7 @@
 #include "core/file.h"
 #include "data/input_files.h"
 #include "data/read_progress.h"
+#include "data/spm_model.h"
 #include "data/text_reader.h"
 
 namespace roformer::data {
@@ -177,14 +178,15 @@ Tokenizer Tokenizer::load(const std::string& model_path) {
   if (fs::is_directory(model_path))
     throw Error("tokenizer model " + model_path + " is a directory; give the .model file itself (tokenizer.model or "
                 "--tokenizer), e.g. " + (fs::path(model_path) / "tokenizer.model").string());
+  // What the file is, from its bytes: SentencePiece's own load errors are worded differently in
+  // each version (0.1.97 "ParseFromArray", 0.2.0 "could not parse ModelProto").
+  const std::string bytes = core::read_file(model_path, "tokenizer model");
+  if (!parse_spm_model(bytes))
+    throw Error("cannot load tokenizer " + model_path + ": the file is not a SentencePiece model; give the "
+                "tokenizer.model written by `roformer tokenizer train` (tokenizer.model or --tokenizer)");
   auto sp = std::make_shared<sentencepiece::SentencePieceProcessor>();
-  const auto status = sp->Load(model_path);
-  if (!status.ok()) {
-    if (status.ToString().find("ParseFromArray") != std::string::npos)
-      throw Error("cannot load tokenizer " + model_path + ": the file is not a SentencePiece model; give the "
-                  "tokenizer.model written by `roformer tokenizer train` (tokenizer.model or --tokenizer)");
-    throw Error("cannot load tokenizer " + model_path + ": " + status.ToString());
-  }
+  const auto status = sp->LoadFromSerializedProto(bytes);
+  if (!status.ok()) throw Error("cannot load tokenizer " + model_path + ": " + status.ToString());
   const int n = sp->GetPieceSize();
   for (int32_t id = 0; id < kNumSpecial; ++id) {
     // [UNK] must be the unknown piece and the others control pieces: a user-defined [MASK] would be

@@ -16,6 +16,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "tools/checkpoint_loader.h"
@@ -42,7 +43,7 @@ class TempPrepared {
   }
   ~TempPrepared() {
     std::error_code ec;
-    fs::remove_all(dir_, ec);
+    core::remove_tree(dir_, ec);
   }
   std::string dir() const { return dir_.string(); }
 

@@ -1,16 +1,12 @@
 // SentencePiece ModelProto -> Hugging Face tokenizer.json (see hf_tokenizer.h for the mapping).
-//
-// The Debian libsentencepiece-dev package installs no sentencepiece_model.pb.h, so the fields of
-// the ModelProto used here (pieces, trainer_spec, normalizer_spec) are read from the model file's
-// protobuf wire format by a small reader; field numbers are those of sentencepiece_model.proto.
+// The ModelProto fields used here (pieces, trainer_spec, normalizer_spec) come from data/spm_model.
 #include "tools/hf_tokenizer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
-#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -19,144 +15,18 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "data/spm_model.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint_store.h"
 
 namespace roformer::tools {
 namespace fs = std::filesystem;
+using data::SpmModel;
 using nlohmann::json;
 
 namespace {
 
 const char* const kMetaspace = "\xE2\x96\x81";  // "▁", SentencePiece's whitespace mark
-
-// The parts of sentencepiece::ModelProto the conversion needs.
-struct SpmModel {
-  enum PieceType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
-  struct Piece {
-    std::string piece;
-    float score = 0;
-    int type = kNormal;
-  };
-  std::vector<Piece> pieces;                   // ModelProto.pieces (1)
-  int model_type = 1;                          // TrainerSpec.model_type (3): 1 unigram, 2 bpe, 3 word, 4 char
-  bool treat_whitespace_as_suffix = false;     // TrainerSpec (24)
-  bool byte_fallback = false;                  // TrainerSpec (35)
-  int unk_id = 0;                              // TrainerSpec (40)
-  std::string unk_piece = "<unk>";             // TrainerSpec (45)
-  std::string precompiled_charsmap;            // NormalizerSpec (2)
-  bool add_dummy_prefix = true;                // NormalizerSpec (3)
-  bool remove_extra_whitespaces = true;        // NormalizerSpec (4)
-  bool escape_whitespaces = true;              // NormalizerSpec (5)
-};
-
-// Protobuf wire format: a sequence of (tag = field << 3 | wire type, value).
-class WireReader {
- public:
-  WireReader(std::string_view bytes, const std::string& file) : bytes_(bytes), file_(file) {}
-  bool done() const { return pos_ >= bytes_.size(); }
-  // (field number, wire type) of the next field.
-  std::pair<uint64_t, int> tag() {
-    const uint64_t key = varint();
-    return {key >> 3, static_cast<int>(key & 7)};
-  }
-  uint64_t varint() {
-    uint64_t value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      need(1);
-      const auto byte = static_cast<uint8_t>(bytes_[pos_++]);
-      value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-      if (byte < 0x80) return value;
-    }
-    fail();
-  }
-  std::string_view length_delimited() {
-    const uint64_t n = varint();
-    need(n);
-    const auto out = bytes_.substr(pos_, n);
-    pos_ += n;
-    return out;
-  }
-  float fixed32_float() {
-    need(4);
-    uint32_t bits = 0;
-    for (int i = 0; i < 4; ++i) bits |= static_cast<uint32_t>(static_cast<uint8_t>(bytes_[pos_ + i])) << (8 * i);
-    pos_ += 4;
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
-  }
-  void skip(int wire_type) {
-    switch (wire_type) {
-      case 0: varint(); return;
-      case 1: advance(8); return;
-      case 2: length_delimited(); return;
-      case 5: advance(4); return;
-      default: fail();
-    }
-  }
-
- private:
-  void need(uint64_t n) const {
-    if (n > bytes_.size() - pos_) fail();
-  }
-  void advance(uint64_t n) {
-    need(n);
-    pos_ += n;
-  }
-  [[noreturn]] void fail() const {
-    throw Error(fmt::format("'{}' is not a valid SentencePiece model (its protobuf is truncated or malformed); "
-                            "train a tokenizer with `roformer tokenizer train`", file_));
-  }
-  std::string_view bytes_;
-  size_t pos_ = 0;
-  const std::string& file_;
-};
-
-SpmModel parse_spm_model(const std::string& path) {
-  const std::string bytes = core::read_file(path, "the tokenizer");
-  SpmModel m;
-  WireReader model(bytes, path);
-  while (!model.done()) {
-    const auto [field, wire] = model.tag();
-    if (field == 1 && wire == 2) {  // SentencePiece
-      WireReader r(model.length_delimited(), path);
-      SpmModel::Piece p;
-      while (!r.done()) {
-        const auto [f, w] = r.tag();
-        if (f == 1 && w == 2) p.piece = std::string(r.length_delimited());
-        else if (f == 2 && w == 5) p.score = r.fixed32_float();
-        else if (f == 3 && w == 0) p.type = static_cast<int>(r.varint());
-        else r.skip(w);
-      }
-      m.pieces.push_back(std::move(p));
-    } else if (field == 2 && wire == 2) {  // TrainerSpec
-      WireReader r(model.length_delimited(), path);
-      while (!r.done()) {
-        const auto [f, w] = r.tag();
-        if (f == 3 && w == 0) m.model_type = static_cast<int>(r.varint());
-        else if (f == 24 && w == 0) m.treat_whitespace_as_suffix = r.varint() != 0;
-        else if (f == 35 && w == 0) m.byte_fallback = r.varint() != 0;
-        else if (f == 40 && w == 0) m.unk_id = static_cast<int>(r.varint());
-        else if (f == 45 && w == 2) m.unk_piece = std::string(r.length_delimited());
-        else r.skip(w);
-      }
-    } else if (field == 3 && wire == 2) {  // NormalizerSpec
-      WireReader r(model.length_delimited(), path);
-      while (!r.done()) {
-        const auto [f, w] = r.tag();
-        if (f == 2 && w == 2) m.precompiled_charsmap = std::string(r.length_delimited());
-        else if (f == 3 && w == 0) m.add_dummy_prefix = r.varint() != 0;
-        else if (f == 4 && w == 0) m.remove_extra_whitespaces = r.varint() != 0;
-        else if (f == 5 && w == 0) m.escape_whitespaces = r.varint() != 0;
-        else r.skip(w);
-      }
-    } else {
-      model.skip(wire);
-    }
-  }
-  return m;
-}
 
 std::string base64(const std::string& bytes) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -260,7 +130,10 @@ json sequence(const std::string& id, int64_t type_id) { return {{"Sequence", {{"
 json hf_tokenizer_json(const std::string& spm_model_path, const HfTokenizerOptions& options) {
   using data::Tokenizer;
   const auto tokenizer = Tokenizer::load(spm_model_path);  // checks the fixed special ids
-  const SpmModel m = parse_spm_model(spm_model_path);
+  const std::optional<SpmModel> parsed = data::parse_spm_model(core::read_file(spm_model_path, "tokenizer model"));
+  if (!parsed)  // Tokenizer::load accepted it: the file changed in between
+    throw Error(fmt::format("tokenizer '{}' changed while it was read; export again", spm_model_path));
+  const SpmModel& m = *parsed;
   if (static_cast<int64_t>(m.pieces.size()) != tokenizer.vocab_size())
     throw Error(fmt::format("tokenizer '{}': read {} pieces from the model file, SentencePiece has {}; the file is "
                             "damaged", spm_model_path, m.pieces.size(), tokenizer.vocab_size()));

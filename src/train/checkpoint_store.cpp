@@ -43,7 +43,7 @@ CheckpointWriter::CheckpointWriter(const std::string& checkpoints_dir, int64_t s
   fs::create_directories(checkpoints_dir_, ec);
   if (ec) throw Error(fmt::format("cannot create checkpoint directory '{}': {}", checkpoints_dir_, ec.message()));
   tmp_dir_ = (fs::path(checkpoints_dir_) / fmt::format(".tmp-{}-{}", final_name_, ::getpid())).string();
-  fs::remove_all(tmp_dir_, ec);
+  core::remove_tree(tmp_dir_, ec);
   fs::create_directories(tmp_dir_, ec);
   if (ec) throw Error(fmt::format("cannot create '{}': {}", tmp_dir_, ec.message()));
 }
@@ -51,7 +51,7 @@ CheckpointWriter::CheckpointWriter(const std::string& checkpoints_dir, int64_t s
 CheckpointWriter::~CheckpointWriter() {
   if (!committed_) {
     std::error_code ec;
-    fs::remove_all(tmp_dir_, ec);
+    core::remove_tree(tmp_dir_, ec);
   }
 }
 
@@ -75,7 +75,7 @@ std::string CheckpointWriter::commit() {
 
   const fs::path final_dir = fs::path(checkpoints_dir_) / final_name_;
   std::error_code ec;
-  if (fs::exists(final_dir)) fs::remove_all(final_dir, ec);  // a re-save of the same step
+  if (fs::exists(final_dir)) core::remove_tree(final_dir, ec);  // a re-save of the same step
   fs::rename(tmp_dir_, final_dir, ec);
   if (ec) throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message()));
   committed_ = true;
@@ -205,11 +205,11 @@ void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, co
     if (name.rfind(".tmp-", 0) != 0 || !entry.is_directory()) continue;
     const long pid = std::strtol(name.substr(name.rfind('-') + 1).c_str(), nullptr, 10);
     if (pid > 0 && pid != static_cast<long>(::getpid()) && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
-    fs::remove_all(entry.path(), ec);
+    core::remove_tree(entry.path(), ec);
   }
   const std::string keep_name = keep.empty() ? "" : fs::path(keep).filename().string();
   for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(keep_last, 1)) < all.size(); ++i)
-    if (fs::path(all[i]).filename().string() != keep_name) fs::remove_all(all[i], ec);
+    if (fs::path(all[i]).filename().string() != keep_name) core::remove_tree(all[i], ec);
 }
 
 }  // namespace roformer::train

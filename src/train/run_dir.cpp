@@ -145,7 +145,7 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
   std::error_code ec;
   if (!plan.deleted.empty()) {  // the checkpoints listed, not what else the user keeps there (abandoned-*)
     for (const auto& c : plan.deleted) {
-      fs::remove_all(c, ec);
+      core::remove_tree(c, ec);
       if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", c, ec.message()));
     }
     fs::remove(fs::path(run_dir) / "checkpoints" / "latest", ec);

@@ -128,7 +128,7 @@ TEST_F(GpuTrain, ResumeOnCudaRestoresTheDropoutStream) {
   auto a = train("a", "cuda", "fp32", 0.1, 12);
   ASSERT_EQ(a.exit_code, 0) << a.output;
   fs::copy(tmp_.str("a"), tmp_.str("b"), fs::copy_options::recursive);
-  fs::remove_all(checkpoint_dir(tmp_.str("b"), 12));
+  roformer::core::remove_tree(checkpoint_dir(tmp_.str("b"), 12));
   auto b = run_roformer("train --run-dir " + tmp_.str("b") + " --resume auto");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   auto ma = metrics("a"), mb = metrics("b");

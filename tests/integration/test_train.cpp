@@ -95,7 +95,7 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
   ASSERT_EQ(a.exit_code, 0) << a.output;
   // Pretend run "b" stopped right after its step-6 checkpoint.
   fs::copy(tmp_.str("a"), tmp_.str("b"), fs::copy_options::recursive);
-  fs::remove_all(ckpt("b", 12));
+  roformer::core::remove_tree(ckpt("b", 12));
   auto b = run_roformer("train --run-dir " + tmp_.str("b") + " --resume auto");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("resumed from " + ckpt("b", 6) + " at step 6"), std::string::npos) << b.output;
@@ -122,7 +122,7 @@ TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
                        "--set eval.every=3 --set schedule.warmup_steps=2");
     ASSERT_EQ(first.exit_code, 0) << first.output;
     fs::copy(tmp_.str(a), tmp_.str(b), fs::copy_options::recursive);
-    fs::remove_all(ckpt(b, 6));
+    roformer::core::remove_tree(ckpt(b, 6));
     auto second = run_roformer("train --run-dir " + tmp_.str(b) + " --resume auto");
     ASSERT_EQ(second.exit_code, 0) << second.output;
     EXPECT_NE(second.output.find("resumed from " + ckpt(b, 3) + " at step 3"), std::string::npos) << second.output;
@@ -144,7 +144,7 @@ TEST_F(TrainTest, ResumeSwitchesBetweenFusedAndLoopAdamW) {
   auto a = train("a", "--set model.hidden_dropout=0 --set model.attention_dropout=0");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   fs::copy(tmp_.str("a"), tmp_.str("b"), fs::copy_options::recursive);
-  fs::remove_all(ckpt("b", 12));
+  roformer::core::remove_tree(ckpt("b", 12));
   auto b = run_roformer("train --run-dir " + tmp_.str("b") + " --resume auto --set optimizer.fused=false");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("applying config change optimizer.fused: true -> false"), std::string::npos) << b.output;

@@ -181,7 +181,7 @@ TEST_F(TrainDistTest, TwoProcessesTrainLikeOneWithTheGlobalBatch) {
 TEST_F(TrainDistTest, DistributedResumeContinuesBitForBit) {
   expect_ok(two_ranks(train_args("tiny.yaml", "a"), "a."));
   fs::copy(tmp_.str("a"), tmp_.str("b"), fs::copy_options::recursive);
-  fs::remove_all(ckpt("b", 12));
+  roformer::core::remove_tree(ckpt("b", 12));
   auto procs = two_ranks(train_args("", "b", {"--resume", "auto"}), "b.");
   expect_ok(procs);
   EXPECT_NE(procs[0].output().find("resumed from " + ckpt("b", 6) + " at step 6"), std::string::npos)
@@ -202,7 +202,7 @@ TEST_F(TrainDistTest, DistributedResumeContinuesBitForBit) {
 TEST_F(TrainDistTest, ResumeOnAnotherNumberOfProcessesContinuesTheGlobalPosition) {
   expect_ok(two_ranks(train_args("tiny_nodrop.yaml", "a"), "a."));
   fs::copy(tmp_.str("a"), tmp_.str("b"), fs::copy_options::recursive);
-  fs::remove_all(ckpt("b", 12));
+  roformer::core::remove_tree(ckpt("b", 12));
   Proc one = single(train_args("", "b", {"--resume", "auto", "--set", "train.batch_size=4"}), "b.log");
   ASSERT_EQ(one.exit_code, 0) << one.output();
   const std::string out = one.output();

@@ -88,4 +88,29 @@ TEST(Structure, TheScannerMeasuresFunctions) {
   EXPECT_EQ(found[0].length, 124);  // lines 3 to 126: signature (2), body (121), "}"
 }
 
+// std::filesystem::remove_all may bind to the pip LibTorch's broken copy (core/file.h): folders are
+// removed through roformer::core::remove_tree only. Comments may name it; code may not call it.
+TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
+  const std::string call = std::string("remove_all") + "(";  // not written whole: this file would match
+  int scanned = 0;
+  for (const char* folder : {"src", "app", "bench", "tests"}) {
+    const fs::path root = fs::path(roformer::test::source_dir()) / folder;
+    if (!fs::is_directory(root)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+      const auto ext = entry.path().extension();
+      if (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh") continue;
+      ++scanned;
+      std::ifstream in(entry.path());
+      int line_no = 0;
+      for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        const std::string code = line.substr(0, line.find("//"));
+        EXPECT_EQ(code.find(call), std::string::npos)
+            << entry.path().string() << ":" << line_no << " calls remove_all; use roformer::core::remove_tree";
+      }
+    }
+  }
+  EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
+}
+
 }  // namespace

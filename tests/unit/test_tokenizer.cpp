@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -260,4 +263,26 @@ TEST_F(TokenizerBadInput, LoadMissingOrForeignModel) {
   msg = error_of([&] { Tokenizer::load(dir_->str()); });
   EXPECT_NE(msg.find("tokenizer model " + dir_->str() + " is a directory; give the .model file itself"),
             std::string::npos) << msg;
+}
+
+// A file that is not a model is recognised by its bytes, whatever SentencePiece's version says
+// about it (0.1.97 and 0.2.0 word their load errors differently): text, JSON, an empty file, a
+// safetensors header, protobuf without pieces, a model cut short.
+TEST_F(TokenizerBadInput, ForeignFilesAreNamedAsNotAModel) {
+  const std::string model = rt::read_file(*model_);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"text.model", "The jury said it did find that many of the registration practices were violated.\n"},
+      {"json.model", "{\"model\": {\"type\": \"Unigram\"}}"},
+      {"empty.model", ""},
+      {"safetensors.model", std::string("\x13\0\0\0\0\0\0\0", 8) + "{\"__metadata__\":{}}"},
+      {"no-pieces.model", std::string("\x08\x01\x10\x02", 4)},  // fields 1 and 2 as numbers: protobuf, no pieces
+      {"cut.model", model.substr(0, model.size() / 2)},
+  };
+  for (const auto& [name, bytes] : files) {
+    rt::write_file(dir_->str(name), bytes);
+    const std::string msg = error_of([&] { Tokenizer::load(dir_->str(name)); });
+    EXPECT_EQ(msg, "cannot load tokenizer " + dir_->str(name) + ": the file is not a SentencePiece model; give the "
+                   "tokenizer.model written by `roformer tokenizer train` (tokenizer.model or --tokenizer)") << name;
+  }
+  EXPECT_EQ(Tokenizer::load(*model_).vocab_size(), 300);  // the real one still loads
 }
