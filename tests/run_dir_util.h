@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "train/checkpoint_store.h"
 
 namespace roformer::test {
@@ -39,6 +40,23 @@ inline std::string tiny_run_yaml(const std::string& train_file) {
          "  device: cpu\n  num_threads: 1\ncheckpoint:\n  every: 3\n  keep_last: 10\n"
          "logging:\n  every: 3\n  progress: plain\n";
 }
+
+// A folder holding a synthetic train.txt and the tiny run's config (c.yaml), for tests that run
+// `roformer train` into run directories below it.
+class TinyRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_file(tmp_.str("train.txt"), synthetic_corpus(40, 4, 1));
+    config_ = tmp_.str("c.yaml");
+    write_file(config_, tiny_run_yaml(tmp_.str("train.txt")));
+  }
+  // `roformer train` of the tiny config into tmp_/run, with `extra` arguments.
+  CommandResult train(const std::string& run, const std::string& extra = "") {
+    return run_roformer("train -c " + config_ + " --run-dir " + tmp_.str(run) + " " + extra);
+  }
+  TempDir tmp_;
+  std::string config_;
+};
 
 // RUN_DIR/checkpoints/step_000000NN
 inline std::string checkpoint_dir(const std::string& run_dir, int64_t step) {

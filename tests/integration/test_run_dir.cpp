@@ -17,16 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class RunDirTest : public ::testing::Test {
+class RunDirTest : public TinyRunTest {
  protected:
-  void SetUp() override {
-    write_file(tmp_.str("train.txt"), synthetic_corpus(40, 4, 1));
-    config_ = tmp_.str("c.yaml");
-    write_file(config_, tiny_run_yaml(tmp_.str("train.txt")));
-  }
-  CommandResult train(const std::string& run, const std::string& extra = "") {
-    return run_roformer("train -c " + config_ + " --run-dir " + tmp_.str(run) + " " + extra);
-  }
   std::string ckpt(const std::string& run, int64_t step) { return checkpoint_dir(tmp_.str(run), step); }
   std::vector<std::string> names(const std::string& dir) {
     std::vector<std::string> out;
@@ -34,8 +26,6 @@ class RunDirTest : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
-  TempDir tmp_;
-  std::string config_;
 };
 
 TEST_F(RunDirTest, ASecondRunIntoADirectoryWithCheckpointsIsRefusedUnlessOverwrite) {

@@ -105,20 +105,12 @@ TEST_F(TensorBoardRuns, AFlippedChecksumIsWhatTensorBoardRejects) {
   std::cout << r.output;
 }
 
-class TensorBoardOptions : public ::testing::Test {
+class TensorBoardOptions : public TinyRunTest {
  protected:
-  void SetUp() override {
-    write_file(tmp_.str("train.txt"), synthetic_corpus(40, 4, 1));
-    config_ = tmp_.str("c.yaml");
-    write_file(config_, tiny_run_yaml(tmp_.str("train.txt")));
-  }
   // 3 steps, a log line each.
   CommandResult train(const std::string& run, const std::string& extra = "") {
-    return run_roformer("train -c " + config_ + " --run-dir " + tmp_.str(run) +
-                        " --set train.steps=3 --set logging.every=1 " + extra);
+    return TinyRunTest::train(run, "--set train.steps=3 --set logging.every=1 " + extra);
   }
-  TempDir tmp_;
-  std::string config_;
 };
 
 TEST_F(TensorBoardOptions, OffWritesNoEventFiles) {
