@@ -1,7 +1,7 @@
 // The scripts a user runs beside the CLI: scripts/compare_positions.sh (position schemes trained at
 // an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file, a
 // PNG, and runs that TensorBoard's HParams tab compares), on a tiny model and a synthetic corpus
-// so it runs in seconds.
+// so it runs in seconds; and scripts/setup.sh's handling of a failed configure.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -122,4 +122,36 @@ TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
   EXPECT_EQ(busy.exit_code, 1);
   EXPECT_NE(busy.output.find("is not empty and holds no comparison"), std::string::npos) << busy.output;
   EXPECT_EQ(read_file(tmp.str("busy/notes.txt")), "mine");
+}
+
+// scripts/setup.sh's configure step, with a `cmake` that fails after writing the state a failed
+// CMake run leaves (CMakeCache.txt, CMakeFiles/): that state is removed so the next run configures
+// from scratch, and a folder half-configured by someone else is named with the command to clear it.
+TEST(SetupScript, AFailedConfigureLeavesNothingThatBreaksTheNextRun) {
+  TempDir tmp;
+  const std::string build = tmp.str("build");
+  write_file(tmp.str("bin/cmake"),
+             "#!/usr/bin/env bash\n"
+             "while [ $# -gt 0 ]; do [ \"$1\" = -B ] && b=\"$2\"; shift; done\n"
+             "mkdir -p \"$b/CMakeFiles\" && echo half >\"$b/CMakeCache.txt\"\n"
+             "echo 'CMake Error: simulated failure'; exit 1\n");
+  fs::permissions(tmp.str("bin/cmake"), fs::perms::owner_all);
+  const std::string setup = "PATH=" + tmp.str("bin") + ":$PATH BUILD_DIR=" + build + " bash " + source_dir() +
+                            "/scripts/setup.sh demo";
+  auto failed = run_command(setup);
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("CMake Error: simulated failure"), std::string::npos) << failed.output;
+  EXPECT_NE(failed.output.find("configure failed"), std::string::npos) << failed.output;
+  EXPECT_FALSE(fs::exists(build + "/CMakeCache.txt")) << "the failed configure's state is removed";
+  EXPECT_FALSE(fs::exists(build + "/CMakeFiles"));
+  EXPECT_EQ(read_file(build + "/configure.log"), "CMake Error: simulated failure\n") << "its log is kept";
+
+  // A folder left half-configured (a cache and no build.ninja) is not touched: the message says
+  // what to remove.
+  write_file(build + "/CMakeCache.txt", "half");
+  auto half = run_command(setup);
+  EXPECT_EQ(half.exit_code, 1) << half.output;
+  EXPECT_NE(half.output.find("rm -rf " + build + "/CMakeCache.txt " + build + "/CMakeFiles"), std::string::npos)
+      << half.output;
+  EXPECT_EQ(read_file(build + "/CMakeCache.txt"), "half");
 }
