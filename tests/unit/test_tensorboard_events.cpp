@@ -62,7 +62,8 @@ TEST(TensorBoardEvents, EqualTensorBoardsOwnSerialization) {
 }
 
 TEST(TensorBoardEvents, MaskedCrcEqualsTheReaders) {
-  for (const auto& [input, value] : golden()["masked_crc32c"].items()) {
+  const auto g = golden();  // held: a range over a member of the temporary would dangle
+  for (const auto& [input, value] : g["masked_crc32c"].items()) {
     const std::string bytes = input.size() == 64 ? unhex(input) : input;
     EXPECT_EQ(masked_crc32c(bytes), value.get<uint32_t>()) << "'" << input << "'";
   }
