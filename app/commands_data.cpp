@@ -37,6 +37,7 @@ void register_data_commands(CLI::App& app) {
   train->add_option("--input-sentence-size", topts->input_sentence_size, "Paragraphs sampled from large inputs")->capture_default_str();
   train->add_option("--seed", topts->seed, "Sampling seed")->capture_default_str();
   train->add_option("--text-field,--jsonl-field", topts->text_field, kTextFieldHelp)->capture_default_str();
+  train->add_flag("--force", topts->force, "Replace a tokenizer already in --out");
   train->add_flag("--no-progress", *no_tokenizer_progress, "No progress bar or progress log lines while reading");
   train->callback([topts, no_tokenizer_progress] {
     topts->progress = !*no_tokenizer_progress;
@@ -52,6 +53,7 @@ void register_data_commands(CLI::App& app) {
   prepare->add_option("--out", popts->out_dir, "Output directory")->required();
   prepare->add_option("--threads", popts->num_threads, "Encoding threads (0 = all cores)")->capture_default_str();
   prepare->add_option("--text-field,--jsonl-field", popts->text_field, kTextFieldHelp)->capture_default_str();
+  prepare->add_flag("--force", popts->force, "Replace a prepared corpus already in --out (kept intact until the new one is complete)");
   prepare->add_flag("--no-progress", *no_progress, "No progress bar or progress log lines");
   prepare->callback([popts, no_progress] {
     popts->progress = !*no_progress;

@@ -3,20 +3,51 @@
 // Thin entry point: builds the CLI from the registered subcommands, runs the chosen one, and turns
 // user errors (roformer::Error) into one log line and a non-zero exit, without a stack trace.
 #include <c10/util/Exception.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <iostream>
+#include <system_error>
 
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
 
+namespace {
+
+// What a command printed must reach its reader: a full device or a closed pipe behind stdout is a
+// failed command (exit 1), not a silent success. Flushes and reports the first failed write.
+int check_stdout(int code) {
+  std::cout.flush();
+  errno = 0;
+  const bool flush_failed = std::fflush(stdout) != 0;  // retries what is buffered: errno says why it fails
+  int err = errno;
+  if (!flush_failed && std::cout && !std::ferror(stdout)) return code;
+  // An earlier write failed (std::endl flushes at once) and its errno is gone: one more byte says why.
+  if (err == 0 && ::write(STDOUT_FILENO, "\n", 1) < 0) err = errno;
+  spdlog::error("cannot write the command's output to standard output: {}; nothing printed can be trusted, so "
+                "run it again with the output going where there is room",
+                err == ENOSPC ? "no space left on the device" : err ? std::strerror(err) : "a write failed (a full device or a closed reader)");
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) write() raises SIGXFSZ, which would kill the process without a
   // word; ignored, the write fails with EFBIG and the error is reported like a full disk.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Output into a file or pipe is held until exit (up to 1 MiB), so a failed write is met by the
+  // final flush, which can say why (check_stdout); a terminal keeps its line buffering.
+  static char stdout_buffer[1 << 20];
+  if (!::isatty(STDOUT_FILENO)) std::setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
   roformer::setup_logging(std::getenv("ROFORMER_LOG_LEVEL") ? std::getenv("ROFORMER_LOG_LEVEL") : "info");
   CLI::App app{"roformer: masked-language-model pretraining of RoFormer encoders (LibTorch)"};
   app.set_version_flag("--version", std::string("roformer ") + ROFORMER_VERSION);
@@ -31,7 +62,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 prints the message (or the help); a usage error is a user error like any other: exit 1,
     // not CLI11's own codes (105, 106, ...).
-    return app.exit(e) == 0 ? 0 : 1;
+    return app.exit(e) == 0 ? check_stdout(0) : 1;
   } catch (const roformer::Error& e) {
     spdlog::error("{}", e.what());
     return 1;
@@ -42,9 +73,37 @@ int main(int argc, char** argv) {
                   "batch), set model.gradient_checkpointing: true, or shorten data.max_seq_len",
                   what.substr(0, what.find('.')));
     return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refuses (too long, not permitted, no space, a file where a folder should be):
+    // the environment's answer about a path, which the user can act on.
+    const auto& c = e.code();
+    const std::string path = e.path1().empty() ? std::string() : " '" + e.path1().string() + "'";
+    spdlog::error("cannot use the path{}: {}{}", path,
+                  c == std::errc::filename_too_long ? "the name is longer than the system allows (shorten it)"
+                  : c == std::errc::no_space_on_device ? "no space left on the device (free some, or choose another place)"
+                                                       : c.message(),
+                  c == std::errc::filename_too_long || c == std::errc::no_space_on_device ? "" : " (check the path and its permissions)");
+    return 1;
+  } catch (const std::system_error& e) {
+    const auto& c = e.code();
+    // Resources the system would not give (threads): too many asked for, or a tight limit.
+    if (c == std::errc::resource_unavailable_try_again) {
+      spdlog::error("the system refused a resource ({}): lower data.num_workers, prepare --threads or train.num_threads, "
+                    "or raise the process limits (ulimit -u)", e.what());
+      return 1;
+    }
+    // A failed write of printed output (fmt::print throws): a full device or a closed reader.
+    if (c == std::errc::no_space_on_device || c == std::errc::broken_pipe || c == std::errc::io_error) {
+      spdlog::error("cannot write the command's output: {}", c == std::errc::no_space_on_device
+                                                                 ? "no space left on the device"
+                                                                 : c.message());
+      return 1;
+    }
+    spdlog::error("internal error: {}", e.what());
+    return 2;
   } catch (const std::exception& e) {
     spdlog::error("internal error: {}", e.what());
     return 2;
   }
-  return 0;
+  return check_stdout(0);
 }

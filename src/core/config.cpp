@@ -276,8 +276,8 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(data, max_seq_len, "Sequence length T, [CLS] and [SEP] included", at_least(8));
   ROFORMER_FIELD(data, packing, "full: pack documents into full sequences (no padding); document: one document per sequence, padded",
                  one_of({"full", "document"}));
-  ROFORMER_FIELD(data, num_workers, "Background threads building batches", at_least(0));
-  ROFORMER_FIELD(data, prefetch, "Batches queued ahead of the training step", at_least(1));
+  ROFORMER_FIELD(data, num_workers, "Background threads building batches", Constraint{0, 256, false, false, {}});
+  ROFORMER_FIELD(data, prefetch, "Batches queued ahead of the training step", Constraint{1, 1024, false, false, {}});
   ROFORMER_FIELD(data, text_field, "JSONL field or Parquet column holding the text");
   // masking
   ROFORMER_FIELD(masking, mask_prob, "Fraction of positions chosen for prediction", Constraint{0, 1, true, true, {}});
@@ -311,7 +311,7 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(train, device, "auto (CUDA when available), cpu, cuda or cuda:N");
   ROFORMER_FIELD(train, seed, "Seed of initialization, data order, masking and dropout", at_least(0));
   ROFORMER_FIELD(train, run_dir, "Directory for logs, metrics, checkpoints and the resolved config");
-  ROFORMER_FIELD(train, num_threads, "CPU intra-op threads; 0 keeps LibTorch's default", at_least(0));
+  ROFORMER_FIELD(train, num_threads, "CPU intra-op threads; 0 keeps LibTorch's default", Constraint{0, 1024, false, false, {}});
   // checkpoint
   ROFORMER_FIELD(checkpoint, every, "Save every N steps; 0 saves only at the end (and on SIGINT/SIGTERM)",
                  at_least(0));
@@ -586,6 +586,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config_from_document(root, overrides, path);
 }
 
+namespace {
+// Far above any real step (the largest published ones hold a few million tokens), far below 2^63.
+constexpr int64_t kMaxSequencesPerStep = int64_t{1} << 31;
+constexpr int64_t kMaxTokensPerStep = int64_t{1} << 40;
+}  // namespace
+
 void validate(const Config& c) {
   auto fail = [](const std::string& msg) { throw Error("invalid config: " + msg); };
   const auto& m = c.model;
@@ -613,6 +619,28 @@ void validate(const Config& c) {
   if (k.mask_token_rate + k.random_token_rate > 1.0 + 1e-12)
     fail(fmt::format("masking.mask_token_rate + masking.random_token_rate = {} must be <= 1",
                      k.mask_token_rate + k.random_token_rate));
+  // A setting that predicts nothing trains on a loss of 0 and reports metrics over no predictions.
+  // A sequence has at most max_seq_len - 2 positions to predict ([CLS] and [SEP] never are).
+  const double maskable = static_cast<double>(c.data.max_seq_len - 2);
+  if (k.exact_count && std::llround(k.mask_prob * maskable) < 1)
+    fail(fmt::format("masking.mask_prob {} chooses round({} x {}) = 0 positions of a sequence (masking.exact_count): "
+                     "nothing would be predicted; raise masking.mask_prob to at least {:.3g}",
+                     k.mask_prob, k.mask_prob, c.data.max_seq_len - 2, 0.5 / maskable));
+  if (k.mask_prob * maskable * static_cast<double>(c.train.batch_size) < 0.5)
+    fail(fmt::format("masking.mask_prob {} predicts {:.2g} positions in a micro-batch of {} x {} tokens on average: "
+                     "most micro-batches would predict nothing; raise masking.mask_prob (or train.batch_size)",
+                     k.mask_prob, k.mask_prob * maskable * static_cast<double>(c.train.batch_size),
+                     c.train.batch_size, c.data.max_seq_len));
+  // Products of settings must fit in 64 bits with room for the world size (at most 2^20 ranks) and
+  // the memory estimate: sequences and tokens of one optimizer step.
+  int64_t sequences = 0, tokens = 0;
+  if (__builtin_mul_overflow(c.train.batch_size, c.train.grad_accum, &sequences) || sequences > kMaxSequencesPerStep ||
+      __builtin_mul_overflow(sequences, c.data.max_seq_len, &tokens) || tokens > kMaxTokensPerStep)
+    fail(fmt::format("train.batch_size x train.grad_accum x data.max_seq_len = {} x {} x {} tokens per optimizer step "
+                     "is beyond what a step can hold (at most {} sequences and {} tokens); lower train.grad_accum or "
+                     "train.batch_size",
+                     c.train.batch_size, c.train.grad_accum, c.data.max_seq_len, kMaxSequencesPerStep,
+                     kMaxTokensPerStep));
   if (c.schedule.warmup_steps > c.train.steps)
     fail(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", c.schedule.warmup_steps,
                      c.train.steps));

@@ -12,5 +12,8 @@ void setup_logging(const std::string& level = "info");
 void set_log_rank(int rank);
 // Also write every message (at info and above) to `path`, appending.
 void add_log_file(const std::string& path);
+// The first failed write to a file of add_log_file ("cannot write 'PATH': no space left on the
+// device"), or "" while every write succeeded. A run that keeps a log checks it and stops.
+std::string log_file_failure();
 
 }  // namespace roformer

@@ -17,14 +17,22 @@
 
 namespace roformer::data {
 
+// More encoding threads than any machine has cores for is a mistake, not a wish.
+constexpr int64_t kMaxPrepareThreads = 1024;
+
 struct PrepareOptions {
   std::string tokenizer_model;            // SentencePiece .model (roformer tokenizer train)
   std::vector<std::string> inputs;        // files, folders or glob patterns (input_files.h), in order
   std::string out_dir;
-  int64_t num_threads = 0;                // encoding threads; 0 = hardware
+  int64_t num_threads = 0;                // encoding threads, at most kMaxPrepareThreads; 0 = hardware
   std::string text_field = "text";        // JSONL field / Parquet column holding the text
   bool progress = true;                   // progress bar on a TTY, periodic log lines otherwise
   int64_t shard_tokens = int64_t{1} << 28;  // tokens per shard at most (a shard ends on a document end)
+  // out_dir must be new or empty; one holding a prepared corpus is replaced only with `force` (the
+  // old corpus stays whole until the new one is complete); anything else is refused. A caller that
+  // owns out_dir (a run's data cache) sets own_out_dir to skip the check.
+  bool force = false;
+  bool own_out_dir = false;
 };
 
 struct PrepareStats {

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <system_error>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/random.h"
@@ -301,7 +304,14 @@ void MlmLoader::start_workers() {
   claimed_ = delivered_;
   ready_.clear();
   error_ = nullptr;
-  for (int64_t w = 0; w < options_.num_workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (int64_t w = 0; w < options_.num_workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {  // the workers started are stopped and joined, then the error
+    const size_t started = workers_.size();
+    stop_workers();
+    throw Error(fmt::format("cannot start {} data-loading threads (the system gave {}: {}); lower data.num_workers",
+                            options_.num_workers, started, e.what()));
+  }
 }
 
 void MlmLoader::stop_workers() {

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -32,6 +33,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/progress_bar.h"
+#include "core/utf8.h"
 #include "data/corpus_format.h"
 #include "data/input_files.h"
 #include "data/read_progress.h"
@@ -236,7 +238,14 @@ class EncoderPool {
  public:
   EncoderPool(const Tokenizer& tokenizer, const std::string& text_field, ChunkQueue& queue, int64_t threads)
       : tokenizer_(tokenizer), text_field_(text_field), queue_(queue) {
-    for (int64_t w = 0; w < threads; ++w) threads_.emplace_back([this] { run(); });
+    try {
+      for (int64_t w = 0; w < threads; ++w) threads_.emplace_back([this] { run(); });
+    } catch (const std::system_error& e) {  // the threads started stop at the failure, then the error
+      queue_.fail(e.what());
+      join();
+      throw Error(fmt::format("cannot start {} encoding threads (the system gave {}: {}); lower --threads", threads,
+                              threads_.size(), e.what()));
+    }
   }
   ~EncoderPool() { join(); }
   void join() {
@@ -405,38 +414,75 @@ void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok,
   words.write(tok.word_start_table().data(), tok.word_start_table().size());
   words.close(make_header(format::kWordMagic, 1, static_cast<uint64_t>(token_format.vocab), 0, token_format.vocab, token_format.fingerprint, 0));
 
-  // Swap in: first remove the old meta.json so the directory never looks complete with mixed files.
+  // Everything that can fail but a rename happens first, in staging: meta.json is serialized and
+  // written there (file names that are not UTF-8 escaped: JSON holds text), so a failure leaves the
+  // old corpus in `out` exactly as it was.
+  nlohmann::json meta;
+  meta["format"] = "roformer-prepared";
+  meta["version"] = format::kVersion;
+  meta["tokenizer_fingerprint"] = token_format.fingerprint;
+  meta["tokenizer_model"] = core::utf8_or_escaped(fs::absolute(options.tokenizer_model).string());
+  meta["vocab_size"] = token_format.vocab;
+  meta["token_bytes"] = token_format.token_bytes;
+  meta["num_documents"] = written.stats.documents;
+  meta["num_tokens"] = written.stats.tokens;
+  meta["inputs"] = nlohmann::json::array();
+  for (const auto& f : files) meta["inputs"].push_back(core::utf8_or_escaped(f));
+  meta["shards"] = nlohmann::json::array();
+  for (size_t s = 0; s < written.shard_tokens.size(); ++s)
+    meta["shards"].push_back({{"file", shard_name(static_cast<int64_t>(s))}, {"tokens", written.shard_tokens[s]},
+                              {"documents", written.shard_docs[s]}});
+  core::write_file_checked((staging / format::kMetaFile).string(), meta.dump(2) + "\n");
+
+  // Swap in, renames only: first remove the old meta.json so the directory never looks complete
+  // with mixed files, then the old corpus's files, then the new ones, meta.json last.
   fs::remove(out / format::kMetaFile);
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("shard_", 0) == 0 || name == format::kIndexFile || name == format::kWordStartsFile) fs::remove(entry.path());
   }
-  nlohmann::json meta;
-  meta["format"] = "roformer-prepared";
-  meta["version"] = format::kVersion;
-  meta["tokenizer_fingerprint"] = token_format.fingerprint;
-  meta["tokenizer_model"] = fs::absolute(options.tokenizer_model).string();
-  meta["vocab_size"] = token_format.vocab;
-  meta["token_bytes"] = token_format.token_bytes;
-  meta["num_documents"] = written.stats.documents;
-  meta["num_tokens"] = written.stats.tokens;
-  meta["inputs"] = files;
-  meta["shards"] = nlohmann::json::array();
   for (size_t s = 0; s < written.shard_tokens.size(); ++s) {
     const std::string name = shard_name(static_cast<int64_t>(s));
     fs::rename(staging / name, out / name);
-    meta["shards"].push_back({{"file", name}, {"tokens", written.shard_tokens[s]}, {"documents", written.shard_docs[s]}});
   }
   fs::rename(staging / format::kIndexFile, out / format::kIndexFile);
   fs::rename(staging / format::kWordStartsFile, out / format::kWordStartsFile);
-  const fs::path meta_tmp = out / (std::string(format::kMetaFile) + ".tmp");
-  {
-    std::ofstream m(meta_tmp);
-    m << meta.dump(2) << "\n";
-    if (!m) throw Error("cannot write " + meta_tmp.string());
-  }
-  fs::rename(meta_tmp, out / format::kMetaFile);
+  fs::rename(staging / format::kMetaFile, out / format::kMetaFile);
   core::remove_tree(staging);
+}
+
+// meta.json of a corpus `prepare` wrote (not merely a file of that name).
+bool holds_prepared_corpus(const fs::path& dir) {
+  try {
+    const auto meta = nlohmann::json::parse(core::read_file((dir / format::kMetaFile).string(), "meta.json"));
+    return meta.is_object() && meta.value("format", "") == "roformer-prepared";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Refuses, before anything is written, an --out that would mix with or replace what it holds:
+// PrepareOptions::force.
+void check_out_dir(const fs::path& out, const PrepareOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec))
+    throw Error("--out " + options.out_dir + " exists and is not a directory; choose a new directory");
+  if (options.own_out_dir) return;
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kStagingPrefix, 0) != 0) names.push_back(name);  // an interrupted prepare's own folder
+  }
+  if (names.empty()) return;
+  if (holds_prepared_corpus(out)) {
+    if (options.force) return;
+    throw Error(fmt::format("--out {} already holds a prepared corpus; pass --force to replace it (it stays intact "
+                            "until the new one is complete), or choose a new directory", options.out_dir));
+  }
+  throw Error(fmt::format("--out {} is not empty and holds no prepared corpus ({}); prepare writes meta.json, "
+                          "documents.idx and shard files there and would replace files of those names: choose a new "
+                          "or empty directory", options.out_dir, core::listed_names(names)));
 }
 
 // Removes the staging directory and throws `message`.
@@ -454,24 +500,35 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   if (options.out_dir.empty()) throw Error("no output directory given (--out DIR)");
   const Tokenizer tok = Tokenizer::load(options.tokenizer_model);
   const TokenFormat token_format{tok.vocab_size() < 65536 ? 2u : 4u, tok.vocab_size(), tok.fingerprint()};
+  if (options.num_threads < 0 || options.num_threads > kMaxPrepareThreads)
+    throw Error(fmt::format("--threads {} is out of range: give 1 to {} encoding threads, or 0 for one a core",
+                            options.num_threads, kMaxPrepareThreads));
   const int64_t threads = options.num_threads > 0 ? options.num_threads : std::max(1u, std::thread::hardware_concurrency());
   int64_t total_bytes = 0;
   for (const auto& p : files) total_bytes += static_cast<int64_t>(fs::file_size(p));
 
   const fs::path out(options.out_dir);
-  if (fs::exists(out) && !fs::is_directory(out)) throw Error("--out " + options.out_dir + " exists and is not a directory");
+  check_out_dir(out, options);
   const fs::path staging = make_staging_dir(out);
 
   ChunkQueue queue(2 * threads + 2);
   WrittenShards written;
-  {
+  try {
     EncoderPool encoders(tok, options.text_field, queue, threads);
-    std::thread writer([&] {
-      write_chunks(queue, staging, token_format, options, static_cast<int64_t>(files.size()), total_bytes, written);
-    });
+    std::thread writer;
+    try {
+      writer = std::thread([&] {
+        write_chunks(queue, staging, token_format, options, static_cast<int64_t>(files.size()), total_bytes, written);
+      });
+    } catch (const std::system_error& e) {
+      queue.fail(e.what());  // the encoders stop; the pool's destructor joins them
+      throw Error(fmt::format("cannot start the shard-writing thread: {}; lower --threads", e.what()));
+    }
     read_chunks(files, options, queue);
     encoders.join();
     writer.join();
+  } catch (const Error& e) {
+    abort_prepare(staging, e.what());
   }
   if (queue.failed()) abort_prepare(staging, queue.error());
   if (written.stats.documents == 0) {

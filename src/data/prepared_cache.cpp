@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/utf8.h"
 #include "data/input_files.h"
 
 namespace roformer::data {
@@ -28,7 +29,7 @@ json sources_signature(const std::vector<std::string>& files, const std::string&
     std::error_code ec;
     const auto size = fs::file_size(f, ec);
     const auto mtime = fs::last_write_time(f, ec).time_since_epoch().count();
-    list.push_back({{"path", fs::absolute(f).string()}, {"size", ec ? 0 : size}, {"mtime", static_cast<int64_t>(mtime)}});
+    list.push_back({{"path", core::utf8_or_escaped(fs::absolute(f).string())}, {"size", ec ? 0 : size}, {"mtime", static_cast<int64_t>(mtime)}});
   }
   return {{"files", list}, {"tokenizer_fingerprint", fingerprint}, {"text_field", text_field}};
 }
@@ -105,6 +106,7 @@ std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataReque
   o.inputs = files;
   o.out_dir = dir;
   o.text_field = r.text_field;
+  o.own_out_dir = true;  // the run's cache: replaced when its sources change
   const auto stats = with_key([&] { return prepare_corpus(o); });
   spdlog::info("prepared {} documents, {} tokens in {:.1f}s", stats.documents, stats.tokens, stats.seconds);
   core::write_file_atomic(signature_path, signature.dump(2) + "\n");

@@ -12,11 +12,13 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/utf8.h"
 #include "data/input_files.h"
 #include "data/read_progress.h"
 #include "data/spm_model.h"
@@ -237,6 +239,12 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
   if (fs::exists(options.out_dir) && !fs::is_directory(options.out_dir))
     throw Error("--out " + options.out_dir + " exists and is not a directory");
+  for (const char* name : {"tokenizer.model", "tokenizer.vocab", kTokenizerSettingsFile}) {
+    std::error_code ec;
+    if (!options.force && fs::exists(fs::path(options.out_dir) / name, ec))
+      throw Error(fmt::format("--out {} already holds a tokenizer ({}); pass --force to replace it (it stays intact "
+                              "if training fails), or choose a new directory", options.out_dir, name));
+  }
   if (!(options.character_coverage >= 0.98 && options.character_coverage <= 1.0))
     throw Error(fmt::format("{} = {} is outside what SentencePiece accepts, [0.98, 1]: use 0.9995 for text in a "
                             "large alphabet, 1.0 for a small one", options.character_coverage_name,
@@ -281,15 +289,34 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
                  "split long lines into paragraphs", it.too_long(), kMaxSentenceBytes, it.first_too_long_file());
 
   fs::create_directories(options.out_dir);
+  // The old settings record goes first: a record never describes a model it did not train.
+  const fs::path settings_path = fs::path(options.out_dir) / kTokenizerSettingsFile;
+  std::error_code ec;
+  fs::remove(settings_path, ec);
+  if (ec) throw Error(fmt::format("cannot replace {}: {}", settings_path.string(), ec.message()));
   const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
   core::write_file_atomic(model_path, model);
   const Tokenizer tok = Tokenizer::load(model_path);
   std::string vocab;
   for (int32_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
   core::write_file_atomic((fs::path(options.out_dir) / "tokenizer.vocab").string(), vocab);
+  core::write_file_atomic(settings_path.string(), training_settings(options));
   spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {})", tok.vocab_size(),
                options.model_type, it.count(), model_path, tok.fingerprint());
   return model_path;
+}
+
+std::string training_settings(const TokenizerTrainOptions& options) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& f : options.inputs) inputs.push_back(core::utf8_or_escaped(fs::absolute(f).lexically_normal().string()));
+  const nlohmann::json j = {{"inputs", inputs},
+                            {"vocab_size", options.vocab_size},
+                            {"model_type", options.model_type},
+                            {"character_coverage", options.character_coverage},
+                            {"input_sentence_size", options.input_sentence_size},
+                            {"seed", options.seed},
+                            {"text_field", core::utf8_or_escaped(options.text_field)}};
+  return j.dump(2) + "\n";
 }
 
 TokenizerTrainOptions tokenizer_options_from_config(const config::Config& config, const std::string& out_dir) {

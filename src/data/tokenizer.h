@@ -65,13 +65,22 @@ struct TokenizerTrainOptions {
   // How the user set vocab_size and character_coverage, for error messages (CLI flags or config keys).
   std::string vocab_size_name = "--vocab-size";
   std::string character_coverage_name = "--character-coverage";
+  bool force = false;  // replace a tokenizer already in out_dir (refused otherwise)
 };
+
+// The file beside tokenizer.model recording the settings it was trained with (training_settings).
+constexpr const char* kTokenizerSettingsFile = "training.json";
+
+// The settings that decide a trained tokenizer (inputs, vocabulary, model type, coverage, sampling,
+// seed, text field) as canonical JSON text: equal text, same training.
+std::string training_settings(const TokenizerTrainOptions& options);
 
 // SentencePiece skips training lines longer than this many bytes.
 constexpr int64_t kMaxSentenceBytes = 65536;
 
-// Trains a tokenizer and returns the .model path (out_dir/tokenizer.model). The model is written to
-// a temporary name and renamed, so a failed run leaves an existing tokenizer untouched.
+// Trains a tokenizer and returns the .model path (out_dir/tokenizer.model; tokenizer.vocab and
+// training.json beside it). The model is written to a temporary name and renamed, so a failed run
+// leaves an existing tokenizer untouched; an existing one is replaced only with `force`.
 std::string train_tokenizer(const TokenizerTrainOptions& options);
 
 // Options from the config's `tokenizer` section (inputs default to data.train_files).

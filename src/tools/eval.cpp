@@ -93,6 +93,10 @@ int run_eval(const EvalRequest& req) {
                             cfg.data.max_seq_len));
   const std::string precision = device.is_cuda() ? ck.config.train.precision : "fp32";
   auto r = train::evaluate_mlm(ck.model, batches, device, precision);
+  if (r.n_predicted == 0)  // a loss, accuracy or perplexity over no predictions would be no result at all
+    throw Error(fmt::format("no position was chosen for prediction in the {} evaluated sequence(s) of {} tokens at "
+                            "mask_prob {}: there is nothing to measure; raise --mask-prob or evaluate more sequences",
+                            r.n_sequences, cfg.data.max_seq_len, cfg.eval.mask_prob));
   const double tokens_per_s = r.seconds > 0 ? static_cast<double>(r.n_tokens) / r.seconds : 0.0;
   const int64_t step = ck.state.step;
   std::string data_desc;

@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -83,6 +85,11 @@ std::string write_checkpoint(const std::string& dir, const TrainerState& state, 
   // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
   if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP"); kill_at && std::atoll(kill_at) == state.step)
     std::raise(SIGKILL);
+  // Fault injection for the signal test: a save slow enough to be interrupted.
+  if (const char* delay_ms = std::getenv("ROFORMER_FAULT_SAVE_DELAY_MS")) {
+    std::fprintf(stderr, "fault injection: the save of step %lld sleeps %s ms\n", static_cast<long long>(state.step), delay_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay_ms)));
+  }
   for (size_t r = 0; r < rng_states.size(); ++r)
     core::write_file_checked(w.path(files::rng(static_cast<int>(r))), rng_states[r]);
   core::write_file_checked(w.path(files::kTrainerState), trainer_state_json(state));

@@ -205,6 +205,12 @@ void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl&
                             "and the config must describe the same model", source.dir, problems.front(),
                             source.weights,
                             problems.size() > 1 ? fmt::format(", and {} more problem(s)", problems.size() - 1) : ""));
+  // Weights that are not finite would make the first step non-finite, blamed on the learning rate.
+  for (const auto& [name, t] : tensors)
+    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
+      throw Error(fmt::format("--init-from {}: tensor {} of {} holds NaN or infinite values: the source is damaged or "
+                              "was saved from a diverged run; start from another checkpoint or export",
+                              source.dir, name, source.weights));
   model.load_hf_state_dict(tensors);
 }
 

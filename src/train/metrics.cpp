@@ -1,6 +1,8 @@
 // metrics.jsonl: one JSON record per line, flushed as written; see metrics.h.
 #include "train/metrics.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -14,6 +16,9 @@ namespace roformer::train {
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
   if (!out_) throw Error(fmt::format("cannot open metrics file '{}' for writing", path));
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  whole_ = ec ? 0 : static_cast<uint64_t>(size);
 }
 
 nlohmann::json last_metrics_record(const std::string& path, const std::string& type) {
@@ -30,8 +35,20 @@ nlohmann::json last_metrics_record(const std::string& path, const std::string& t
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
-  out_ << record.dump() << '\n';
+  errno = 0;
+  const std::string line = record.dump() + '\n';
+  out_ << line;
   out_.flush();
+  if (out_) {
+    whole_ += line.size();
+  } else {
+    const int err = errno;
+    out_.close();
+    std::error_code ec;  // the file keeps whole records only: a record cut short is taken back
+    std::filesystem::resize_file(path_, whole_, ec);
+    throw Error(fmt::format("cannot write '{}': {}", path_,
+                            err == ENOSPC ? "no space left on the device" : err ? std::strerror(err) : "a write failed"));
+  }
 }
 
 }  // namespace roformer::train

@@ -14,12 +14,14 @@ class MetricsWriter {
  public:
   MetricsWriter() = default;
   explicit MetricsWriter(const std::string& path);
+  // Throws roformer::Error naming the file and the reason when the record could not be written.
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   std::ofstream out_;
+  uint64_t whole_ = 0;  // bytes of the file that are whole records
 };
 
 // The last record of `type` ("train" or "eval") in a metrics.jsonl; null when the file is missing or

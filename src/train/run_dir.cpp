@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <chrono>
@@ -19,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/utf8.h"
 #include "tensorboard/event_file.h"
 #include "train/checkpoint_store.h"
 #include "train/tensorboard_sink.h"
@@ -52,6 +54,30 @@ std::vector<std::string> checkpoints_after(const std::string& chosen) {
 }
 
 }  // namespace
+
+void check_run_dir_is_ours(const std::string& run_dir, const std::string& config_path) {
+  const fs::path dir(run_dir);
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;  // created by the run
+  if (!fs::is_directory(dir, ec))
+    throw Error(fmt::format("--run-dir '{}' exists and is not a directory; choose a new directory", run_dir));
+  if (fs::exists(dir / ".lock", ec)) {  // a run directory: its files are the runs'
+    if (!config_path.empty() && fs::equivalent(config_path, dir / "config.yaml", ec))
+      throw Error(fmt::format("-c {} is the run directory's own config.yaml, which the run rewrites with the resolved "
+                              "config; copy it first (cp {} my-config.yaml) and pass the copy with -c",
+                              config_path, config_path));
+    return;
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) names.push_back(entry.path().filename().string());
+  if (ec) throw Error(fmt::format("cannot read --run-dir '{}': {}", run_dir, ec.message()));
+  if (names.empty()) return;
+  const std::string listed = core::listed_names(names);
+  throw Error(fmt::format("--run-dir '{}' holds files no roformer run wrote ({}); a run writes config.yaml, train.log, "
+                          "metrics.jsonl, checkpoints/ and more there and must not overwrite or mix with them: give "
+                          "a new or empty directory (e.g. --run-dir {})",
+                          run_dir, listed, (dir / "run").string()));
+}
 
 RunDirLock::RunDirLock(const std::string& run_dir) : path_((fs::path(run_dir) / ".lock").string()) {
   std::error_code ec;
@@ -126,6 +152,11 @@ CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoic
   }
 
   auto check = verify_checkpoint(c.resume);
+  std::error_code dir_ec;
+  if (!check.ok && fs::is_directory(fs::path(c.resume) / "checkpoints", dir_ec))  // a run directory, not a checkpoint
+    throw Error(fmt::format("--resume {} is a run directory, not a checkpoint: continue it with --run-dir {} --resume "
+                            "auto (its newest complete checkpoint), or name one, e.g. --resume {}",
+                            c.resume, c.resume, (fs::path(c.resume) / "checkpoints" / "step_N").string()));
   if (!check.ok)
     throw Error(fmt::format("cannot resume from {}: {}. `roformer train --resume auto` picks the newest complete "
                             "checkpoint instead", c.resume, check.problem));

@@ -22,6 +22,12 @@
 
 namespace roformer::train {
 
+// A run writes config.yaml, train.log, metrics.jsonl, checkpoints/ and more into its directory, so
+// the directory must be new, empty, or one a run created (it holds the lock file): a folder of the
+// user's own files is refused, naming some of them, and so is a -c config that is the run's own
+// config.yaml (the run rewrites that file with the resolved config). Throws roformer::Error.
+void check_run_dir_is_ours(const std::string& run_dir, const std::string& config_path);
+
 class RunDirLock {
  public:
   // Creates the run directory if needed and takes the lock; throws roformer::Error when another live

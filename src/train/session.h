@@ -151,6 +151,10 @@ class Trainer {
   CheckpointContents checkpoint_contents();
   void run_eval();
   void record(const nlohmann::json& rec);  // a metrics record: metrics.jsonl and TensorBoard (rank 0)
+  // A write the run depends on failed (metrics.jsonl, train.log): saves a checkpoint if it still can
+  // (a single process), then throws roformer::Error saying what failed, what was kept and how to go on.
+  [[noreturn]] void stop_for_failed_write(const std::string& what);
+  void check_checkpoints_writable() const;
   // MFU of a logging window (model FLOPs per step / mean step time / peak of every rank's device);
   // none where the device's peak is unknown (the CPU, GPUs absent from known_peak_tflops).
   std::optional<double> model_flops_utilization(int64_t n_pred, double ms_per_step) const;

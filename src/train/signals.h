@@ -1,5 +1,7 @@
 // SIGINT/SIGTERM handling for the training loop: the first signal asks the loop to finish its
-// step, save a checkpoint and exit 0; a second one restores the default action (kills).
+// step, save a checkpoint and exit 0; a second one restores the default action (kills), except
+// while a checkpoint is being saved: then the save completes whatever further signals arrive
+// (SIGKILL aside), and the run stops right after it.
 #pragma once
 
 namespace roformer::train {
@@ -7,5 +9,14 @@ namespace roformer::train {
 void install_stop_handlers();
 bool stop_requested();
 int stop_signal();          // the signal received, 0 if none
+
+// Marks a checkpoint save in progress for the handlers (see above), for as long as it lives.
+class SaveInProgress {
+ public:
+  SaveInProgress();
+  ~SaveInProgress();
+  SaveInProgress(const SaveInProgress&) = delete;
+  SaveInProgress& operator=(const SaveInProgress&) = delete;
+};
 
 }  // namespace roformer::train

@@ -12,8 +12,13 @@
 #include "train/trainer.h"
 
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
@@ -85,12 +90,31 @@ Trainer::Trainer(config::Config config, std::string run_dir, std::string resume_
 
 Trainer::~Trainer() = default;
 
+// What the first save needs, checked before the first step rather than found after hours of training:
+// checkpoints/ exists (or can be made) and takes a file.
+void Trainer::check_checkpoints_writable() const {
+  std::error_code ec;
+  fs::create_directories(ckpt_dir_, ec);
+  std::string why = ec ? ec.message() : "";
+  if (why.empty()) {
+    const std::string probe = (fs::path(ckpt_dir_) / fmt::format(".write-check-{}", ::getpid())).string();
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || ::write(fd, "x", 1) != 1) why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  if (!why.empty())
+    throw Error(fmt::format("cannot write checkpoints into '{}': {}; make it a writable directory (or choose another "
+                            "--run-dir) before training, not at the first save", ckpt_dir_, why));
+}
+
 void Trainer::setup_run_dir() {
   std::error_code ec;
   fs::create_directories(run_dir_, ec);
   if (ec) throw Error(fmt::format("cannot create run directory '{}': {}", run_dir_, ec.message()));
   ckpt_dir_ = (fs::path(run_dir_) / "checkpoints").string();
   if (!main_rank()) return;  // rank 0 owns train.log and config.yaml
+  check_checkpoints_writable();
   add_log_file((fs::path(run_dir_) / "train.log").string());
   core::write_file_atomic((fs::path(run_dir_) / "config.yaml").string(),
                     "# Resolved config of this run (from " + config_origin_ + ")\n" + config::to_yaml(cfg_));
@@ -114,8 +138,26 @@ void Trainer::setup_tokenizer() {
     return;
   }
   if (path.empty()) {
-    path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
-    if (!fs::exists(path)) {
+    // The run's own tokenizer, trained from the config's tokenizer.* settings: one left by an
+    // earlier run in this directory (failed, or replaced with --overwrite) is reused only when it
+    // was trained with the very same settings (its training.json), else trained again.
+    const fs::path tok_dir = fs::path(run_dir_) / "tokenizer";
+    path = (tok_dir / "tokenizer.model").string();
+    auto tok_options = data::tokenizer_options_from_config(cfg_, tok_dir.string());
+    tok_options.force = true;
+    bool reuse = false;
+    if (fs::exists(path)) {
+      std::string recorded;
+      try {
+        recorded = core::read_file((tok_dir / data::kTokenizerSettingsFile).string(), "tokenizer settings");
+      } catch (const Error&) {
+      }
+      reuse = recorded == data::training_settings(tok_options) || !main_rank();  // rank 0 trained it just now
+      if (!reuse)
+        spdlog::info("the tokenizer left in {} was trained with other tokenizer.* settings (or its record is missing): "
+                     "training it again from the config's", tok_dir.string());
+    }
+    if (!reuse) {
       auto inputs = cfg_.tokenizer.input.empty() ? cfg_.data.train_files : cfg_.tokenizer.input;
       if (std::any_of(inputs.begin(), inputs.end(), [](const std::string& f) { return data::is_prepared_dir(f); }))
         throw Error("data.train_files lists prepared directories, so the tokenizer cannot be trained from them: set "
@@ -126,7 +168,7 @@ void Trainer::setup_tokenizer() {
       spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", cfg_.tokenizer.model_type,
                    cfg_.tokenizer.vocab_size, inputs.size());
       try {
-        path = data::train_tokenizer(data::tokenizer_options_from_config(cfg_, (fs::path(run_dir_) / "tokenizer").string()));
+        path = data::train_tokenizer(tok_options);
       } catch (const Error& e) {  // about an input file: name the key that listed it
         if (std::string(e.what()).find("tokenizer.") != std::string::npos) throw;
         throw Error(fmt::format("{}: {}", cfg_.tokenizer.input.empty() ? "data.train_files" : "tokenizer.input", e.what()));
@@ -277,6 +319,7 @@ void Trainer::set_lr(double lr) {
 
 // Collective in a data-parallel run (Checkpointer::save).
 void Trainer::save_checkpoint(const std::string& reason) {
+  const SaveInProgress saving;  // a second stop signal now waits for the save
   sync_fused_step_counts();
   TrainerState state;
   state.step = step_;
@@ -491,6 +534,12 @@ void Trainer::run_eval() {
                                                             cfg_.train.precision));
   last_eval_ = r;  // seconds: this rank's wall time
   if (!main_rank()) return;
+  if (r.n_predicted == 0) {  // metrics over no predictions are no result: none is recorded
+    spdlog::warn("eval step {}: no position was chosen for prediction in {} validation sequences (eval.mask_prob {}); "
+                 "nothing to measure, no eval record written: raise eval.mask_prob or eval.max_sequences",
+                 step_, r.n_sequences, cfg_.eval.mask_prob);
+    return;
+  }
   spdlog::info("eval step {} | MLM accuracy {:.4f} | top-5 {:.4f} | loss {:.4f} | perplexity {:.2f} | {} predicted "
                "tokens in {} sequences | {:.1f}s",
                step_, r.accuracy, r.top5_accuracy, r.loss, r.perplexity, r.n_predicted, r.n_sequences, r.seconds);
@@ -651,8 +700,30 @@ void Trainer::log_step(const StepResult& r, MetricsWindow& window, ProgressRepor
 }
 
 void Trainer::record(const json& rec) {
-  metrics_.write(rec);
+  try {
+    metrics_.write(rec);
+  } catch (const Error& e) {
+    stop_for_failed_write(e.what());
+  }
   if (tensorboard_) tensorboard_->write(rec);
+}
+
+void Trainer::stop_for_failed_write(const std::string& what) {
+  std::string kept;
+  if (world_size() == 1) {  // a save is collective: with other ranks it would wait for them
+    try {
+      save_checkpoint("a failed write: " + what);
+      kept = fmt::format("the {} steps trained were saved in {}", step_,
+                         (fs::path(ckpt_dir_) / checkpoint_name(step_)).string());
+    } catch (const std::exception& e) {
+      kept = fmt::format("no checkpoint could be saved either ({}); earlier checkpoints are kept as they were", e.what());
+    }
+  } else {
+    kept = "earlier checkpoints are kept as they were";
+  }
+  throw Error(fmt::format("{}: training stopped at step {} rather than go on without its record; {}. Free space (or "
+                          "fix the cause), then continue with: roformer train --run-dir {} --resume auto",
+                          what, step_, kept, run_dir_));
 }
 
 std::optional<double> Trainer::model_flops_utilization(int64_t n_pred, double ms_per_step) const {
@@ -715,6 +786,9 @@ int Trainer::run() {
     window.add({seconds, r.tokens, r.synced, r.loss, r.accuracy, r.grad_norm});
     progress.update(window.live(step_, cadence.total, schedule_->lr(step_ - 1)));
     if (cadence.logs(step_)) log_step(r, window, progress);
+    if (main_rank()) {
+      if (const std::string failed = log_file_failure(); !failed.empty()) stop_for_failed_write(failed);
+    }
     if (cadence.evaluates(step_) || cadence.saves(step_) || r.stop || stop_requested()) progress.clear();
     if (cadence.evaluates(step_)) run_eval();
     if (cadence.saves(step_)) save_checkpoint(step_ == cadence.total ? "end of training" : "periodic");
@@ -762,7 +836,10 @@ int run_training(const TrainRequest& request) {
   // One process per run directory (rank 0 holds the lock for a data-parallel run), then the
   // checkpoint to start from: docs/training.md "Run directories".
   std::optional<RunDirLock> lock;
-  if (main_process && !run_dir.empty()) lock.emplace(run_dir);
+  if (main_process && !run_dir.empty()) {
+    check_run_dir_is_ours(run_dir, request.config_path);
+    lock.emplace(run_dir);
+  }
   CheckpointChoice choice;
   choice.resume = request.resume;
   choice.overwrite = request.overwrite;

@@ -172,6 +172,7 @@ TEST_F(InitFromTest, BadSourcesAreOneLineErrorsNamingTheProblem) {
   const std::string other_tok = tmp_->str("other_tok/tokenizer.model");
   const std::string taken = tmp_->str("run_with_other_tokenizer");
   fs::create_directories(taken + "/tokenizer");
+  write_file(taken + "/.lock", "");  // a run directory an earlier run left
   fs::copy_file(other_tok, taken + "/tokenizer/tokenizer.model");
   const std::vector<Case> cases = {
       {"--init-from " + tmp_->str("nope"), "--init-from '" + tmp_->str("nope") + "' does not exist"},

@@ -137,6 +137,7 @@ TEST_F(TensorBoardOptions, OverwriteDeletesTheEarlierEventFilesAndAFreshRunWarns
 
   // Event files without checkpoints (an earlier run killed before its first save): kept, and said.
   write_file(tmp_.str("s/tensorboard/events.out.tfevents.1000000000.h.1"), "");
+  write_file(tmp_.str("s/.lock"), "");
   auto fresh = train("s");
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
   EXPECT_NE(fresh.output.find("already holds 1 event file(s) of an earlier run"), std::string::npos) << fresh.output;
@@ -145,6 +146,7 @@ TEST_F(TensorBoardOptions, OverwriteDeletesTheEarlierEventFilesAndAFreshRunWarns
 
 TEST_F(TensorBoardOptions, AFileInTheWayIsAnErrorNamingIt) {
   write_file(tmp_.str("r/tensorboard"), "not a directory");
+  write_file(tmp_.str("r/.lock"), "");  // the run directory of an earlier run
   auto r = train("r");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("[error] cannot create the TensorBoard directory '" + tmp_.str("r/tensorboard") + "'"),

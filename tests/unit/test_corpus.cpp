@@ -69,6 +69,7 @@ class CorpusTest : public ::testing::Test {
     o.out_dir = dir_->str(out);
     o.num_threads = 2;
     o.progress = false;
+    o.force = true;  // the bad-input cases would replace the corpus in "existing" (--force), and fail
     return o;
   }
   static rt::TempDir* dir_;

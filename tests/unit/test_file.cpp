@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/utf8.h"
 #include "test_util.h"
 
 namespace rt = roformer::test;
@@ -193,4 +194,15 @@ TEST(FileDeathTest, RemoveTreeWorksWithLibtorchsFilesystemCopiesBoundFirst) {
   unsetenv(kChildTreeEnv);
   EXPECT_FALSE(rt::fs::exists(rt::fs::symlink_status(tree)));
   EXPECT_EQ(rt::read_file(dir->str("outside/kept.txt")), "not to be removed\n");
+}
+
+TEST(Utf8OrEscaped, KeepsValidTextAndEscapesEachStrayByte) {
+  using roformer::core::utf8_or_escaped;
+  EXPECT_EQ(utf8_or_escaped("plain/path.txt"), "plain/path.txt");
+  EXPECT_EQ(utf8_or_escaped("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(utf8_or_escaped("odd-\xff\xfe.txt"), "odd-\\xFF\\xFE.txt");
+  EXPECT_EQ(utf8_or_escaped("\xc0\xaf"), "\\xC0\\xAF");          // an overlong '/'
+  EXPECT_EQ(utf8_or_escaped("\xed\xa0\x80"), "\\xED\\xA0\\x80");  // a surrogate
+  EXPECT_EQ(utf8_or_escaped("ab\xe2\x82"), "ab\\xE2\\x82");      // cut short at the end
+  EXPECT_EQ(roformer::core::listed_names({"b", "a", "c"}, 2), "a, b and 1 more");
 }

@@ -83,6 +83,7 @@ class InputFormats : public ::testing::Test {
     o.num_threads = 2;
     o.progress = false;
     o.shard_tokens = 3000;  // several shards
+    o.force = true;         // the damaged-file cases would replace the corpus in "existing" (--force), and fail
     return o;
   }
   static std::string fx(const std::string& name) { return dir_->str("fx/" + name); }

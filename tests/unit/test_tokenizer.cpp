@@ -173,6 +173,7 @@ class TokenizerBadInput : public TokenizerTest {
     o.inputs = {input};
     o.out_dir = out_;
     o.vocab_size = vocab;
+    o.force = true;  // each case would replace the tokenizer in out_ (--force), and fails
     return o;
   }
   std::string out_, before_;

@@ -1,0 +1,284 @@
+// The second reliability sweep, where the user meets it (the CLI): a user's files are never
+// overwritten or mixed with ours, a failed command leaves the old state as it was, and the
+// environment's refusals (over-long paths, a full device, thread limits, impossible settings) end
+// in exit 1 with one line, never in an internal error or an abort.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "run_dir_util.h"
+#include "test_util.h"
+
+namespace roformer::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The user-error shape: exit 1, an error line, and no internal error.
+void expect_user_error(const CommandResult& r, const std::string& says) {
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+}
+
+// Every file below `dir` with its bytes.
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
+  return out;
+}
+
+std::string long_path() { return "/tmp/" + std::string(300, 'a') + "/x"; }
+
+class Reliability : public TinyRunTest {
+ protected:
+  // Each `--set` override (the case's first) refused at validation with a message holding the second.
+  void expect_settings_refused(const std::vector<std::pair<std::string, std::string>>& cases) {
+    for (const auto& [set, says] : cases) {
+      SCOPED_TRACE(set);
+      expect_user_error(run_roformer("config print -c " + config_ + " --set " + set), says);
+    }
+  }
+};
+
+TEST_F(Reliability, ARunDirectoryOfTheUsersOwnFilesIsRefusedAndLeftAsItWas) {
+  // The user's folder holds the config (comments and all) and a log of their own.
+  const std::string dir = tmp_.str("mine");
+  fs::create_directories(dir);
+  write_file(dir + "/config.yaml", "# my notes\n" + tiny_run_yaml(tmp_.str("train.txt")));
+  write_file(dir + "/train.log", "my log\n");
+  const auto before = snapshot(dir);
+  const auto r = run_command("cd " + dir + " && " + roformer_bin() + " train -c config.yaml --run-dir .");
+  expect_user_error(r, "holds files no roformer run wrote (config.yaml, train.log)");
+  EXPECT_EQ(snapshot(dir), before);
+  expect_user_error(train("mine"), "holds files no roformer run wrote");  // -c from elsewhere: the same
+  EXPECT_EQ(snapshot(dir), before);
+  EXPECT_FALSE(fs::exists(dir + "/.lock"));
+}
+
+TEST_F(Reliability, TheRunsOwnConfigYamlIsNotTakenAsTheInputItWouldRewrite) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const std::string own = tmp_.str("run/config.yaml");
+  const std::string text = read_file(own);
+  const auto r = run_roformer("train -c " + own + " --run-dir " + tmp_.str("run") + " --resume auto");
+  expect_user_error(r, "is the run directory's own config.yaml");
+  EXPECT_EQ(read_file(own), text);
+  // A run directory the run created takes the next run as before.
+  EXPECT_EQ(train("run", "--set train.steps=6 --resume auto").exit_code, 0);
+}
+
+TEST_F(Reliability, ANewRunRetrainsATokenizerLeftWithOtherSettings) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const auto second = train("run", "--set train.steps=3 --set tokenizer.vocab_size=150 --overwrite");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("trained with other tokenizer.* settings"), std::string::npos) << second.output;
+  // 150 pieces now, in the run's tokenizer and in what its checkpoint records.
+  const auto vocab = read_file(tmp_.str("run/tokenizer/tokenizer.vocab"));
+  EXPECT_EQ(std::count(vocab.begin(), vocab.end(), '\n'), 150);
+  EXPECT_EQ(read_file(checkpoint_dir(tmp_.str("run"), 3) + "/tokenizer.model"),
+            read_file(tmp_.str("run/tokenizer/tokenizer.model")));
+  // The same settings again: the tokenizer is reused, not trained a third time.
+  const auto third = train("run", "--set train.steps=3 --set tokenizer.vocab_size=150 --overwrite");
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_EQ(third.output.find("training a unigram tokenizer"), std::string::npos) << third.output;
+}
+
+TEST_F(Reliability, PrepareAndTokenizerTrainNeverReplaceWhatTheyDidNotWrite) {
+  const std::string tok = tmp_.str("tok");
+  ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 120 --out " + tok +
+                         " --no-progress").exit_code, 0);
+  const std::string model = read_file(tok + "/tokenizer.model");
+  expect_user_error(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 130 --out " + tok +
+                                 " --no-progress"),
+                    "already holds a tokenizer");
+  EXPECT_EQ(read_file(tok + "/tokenizer.model"), model);
+  ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 130 --out " + tok +
+                         " --no-progress --force").exit_code, 0);
+  EXPECT_NE(read_file(tok + "/tokenizer.model"), model);
+
+  // A folder of the user's, with a meta.json of its own: refused, untouched, --force or not.
+  const std::string mine = tmp_.str("mine");
+  fs::create_directories(mine);
+  write_file(mine + "/meta.json", "my notes\n");
+  write_file(mine + "/other.txt", "keep\n");
+  const auto before = snapshot(mine);
+  const std::string prepare = "prepare --tokenizer " + tok + "/tokenizer.model --input " + tmp_.str("train.txt") +
+                              " --no-progress --out ";
+  expect_user_error(run_roformer(prepare + mine), "is not empty and holds no prepared corpus (meta.json, other.txt)");
+  expect_user_error(run_roformer(prepare + mine + " --force"), "holds no prepared corpus");
+  EXPECT_EQ(snapshot(mine), before);
+
+  // A prepared corpus is replaced only with --force.
+  const std::string corpus = tmp_.str("corpus");
+  ASSERT_EQ(run_roformer(prepare + corpus).exit_code, 0);
+  expect_user_error(run_roformer(prepare + corpus), "already holds a prepared corpus; pass --force");
+  const auto again = run_roformer(prepare + corpus + " --force");
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+}
+
+TEST_F(Reliability, AFailedPrepareLeavesTheOldCorpusAsItWasAndOddNamesAreStoredEscaped) {
+  const std::string tok = tmp_.str("tok");
+  ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 120 --out " + tok +
+                         " --no-progress").exit_code, 0);
+  const std::string prepare = "prepare --tokenizer " + tok + "/tokenizer.model --no-progress --force --out " +
+                              tmp_.str("corpus") + " --input ";
+  ASSERT_EQ(run_roformer(prepare + tmp_.str("train.txt")).exit_code, 0);
+  const auto before = snapshot(tmp_.str("corpus"));
+  // A damaged .gz read after the first file was encoded: the run fails, the old corpus stays.
+  write_file(tmp_.str("damaged.txt.gz"), std::string("\x1f\x8b\x08\x00", 4) + std::string(64, 'x'));
+  const auto failed = run_roformer(prepare + tmp_.str("train.txt") + " " + tmp_.str("damaged.txt.gz"));
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  EXPECT_EQ(snapshot(tmp_.str("corpus")), before);
+
+  // A file name that is not UTF-8 (the earlier failure, after the old corpus was gone): prepared,
+  // and meta.json stays valid JSON naming it with \xNN escapes.
+  const std::string odd = tmp_.str(std::string("odd-\xff\xfe.txt"));
+  fs::copy_file(tmp_.str("train.txt"), odd);
+  const auto r = run_roformer(prepare + "'" + odd + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto meta = nlohmann::json::parse(read_file(tmp_.str("corpus/meta.json")));
+  EXPECT_NE(meta["inputs"][0].get<std::string>().find("odd-\\xFF\\xFE.txt"), std::string::npos) << meta.dump();
+}
+
+TEST_F(Reliability, OverLongPathsAreUserErrorsInEveryCommand) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const std::string p = long_path();
+  for (const std::string& args :
+       {"eval --checkpoint " + p, "inspect " + p, "fill-mask --checkpoint " + p + " 'a [MASK]'",
+        "prepare --tokenizer " + p + " --input " + tmp_.str("train.txt") + " --out " + tmp_.str("p"),
+        "prepare --tokenizer " + tmp_.str("run/tokenizer/tokenizer.model") + " --input " + p + " --out " + tmp_.str("p"),
+        "train -c " + config_ + " --run-dir " + tmp_.str("run") + " --resume " + p,
+        "train -c " + config_ + " --run-dir " + tmp_.str("fresh") + " --init-from " + p}) {
+    SCOPED_TRACE(args.substr(0, 40));
+    const auto r = run_roformer(args);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(Reliability, OutputToAFullDeviceIsAFailedCommand) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  for (const std::string& args : {std::string("config defaults"), std::string("--help"),
+                                  "config print -c " + config_, "inspect " + tmp_.str("run"),
+                                  "eval --checkpoint " + tmp_.str("run") + " --data " + tmp_.str("train.txt") +
+                                      " --max-sequences 4 --json"}) {
+    SCOPED_TRACE(args.substr(0, 40));
+    const auto r = run_command("{ " + roformer_bin() + " " + args + " > /dev/full; }");  // stderr still read
+    expect_user_error(r, "no space left on the device");
+  }
+}
+
+TEST_F(Reliability, ThreadCountsAndStepSizesBeyondReasonAreRefusedAtValidation) {
+  const std::string tok_args = "--input " + tmp_.str("train.txt") + " --vocab-size 120 --no-progress --out ";
+  ASSERT_EQ(run_roformer("tokenizer train " + tok_args + tmp_.str("tok")).exit_code, 0);
+  expect_user_error(run_roformer("prepare --tokenizer " + tmp_.str("tok/tokenizer.model") + " --input " +
+                                 tmp_.str("train.txt") + " --out " + tmp_.str("p") + " --threads 100000"),
+                    "--threads 100000 is out of range");
+  EXPECT_FALSE(fs::exists(tmp_.str("p")));
+  expect_settings_refused({{"data.num_workers=100000", "data.num_workers"},
+                           {"train.grad_accum=4611686018427387904", "tokens per optimizer step"},
+                           {"train.batch_size=3000000000 --set train.grad_accum=4", "tokens per optimizer step"}});
+  EXPECT_EQ(run_roformer("config print -c " + config_ + " --set data.num_workers=8").exit_code, 0);
+}
+
+TEST_F(Reliability, SettingsThatPredictNothingAreRefusedAndNothingIsReportedOverNoPredictions) {
+  expect_settings_refused({{"masking.mask_prob=0.0001", "= 0 positions of a sequence"},
+                           {"masking.mask_prob=0.01", "= 0 positions of a sequence"},
+                           {"masking.mask_prob=0.001 --set masking.exact_count=false",
+                            "most micro-batches would predict nothing"}});
+  EXPECT_EQ(run_roformer("config print -c " + config_ + " --set masking.mask_prob=0.05").exit_code, 0);
+  // eval of 1 sequence at a rate that picks none of its 30 positions: no figures, an error.
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const auto r = run_roformer("eval --checkpoint " + tmp_.str("run") + " --data " + tmp_.str("train.txt") +
+                              " --max-sequences 1 --mask-prob 0.001");
+  expect_user_error(r, "no position was chosen for prediction");
+  EXPECT_EQ(r.output.find("perplexity"), std::string::npos) << r.output;
+}
+
+
+TEST_F(Reliability, AFailedWriteOfTheLogOrMetricsStopsTheRunAtOnce) {
+  // A file-size limit (ulimit -f, in KiB) stands in for a full disk: train.log and metrics.jsonl
+  // (a record every step) reach it within a hundred steps, long before step 400. The tokenizer
+  // (240 KB of SentencePiece tables) and the token shards are made beforehand, outside the limit.
+  ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 120 --no-progress --out " +
+                         tmp_.str("tok")).exit_code, 0);
+  ASSERT_EQ(run_roformer("prepare --tokenizer " + tmp_.str("tok/tokenizer.model") + " --input " + tmp_.str("train.txt") +
+                         " --no-progress --out " + tmp_.str("data")).exit_code, 0);
+  const auto r = run_command("ulimit -f 24 && " + roformer_bin() + " train -c " + config_ + " --run-dir " +
+                             tmp_.str("run") + " --set tokenizer.model=" + tmp_.str("tok/tokenizer.model") +
+                             " --set data.train_files=[" + tmp_.str("data") + "]" +
+                             " --set train.steps=400 --set logging.every=1 --set checkpoint.every=0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("training stopped at step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--resume auto"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("done:"), std::string::npos) << r.output;
+  const auto metrics = read_metrics(tmp_.str("run"));
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_LT(metrics.rbegin()->first, 200) << "the run went on after the failed write";
+}
+
+TEST_F(Reliability, AnUnwritableCheckpointFolderIsFoundBeforeTheFirstStep) {
+  // A file where checkpoints/ belongs (a run directory an earlier run left).
+  write_file(tmp_.str("run/.lock"), "");
+  write_file(tmp_.str("run/checkpoints"), "in the way");
+  const auto r = train("run");
+  expect_user_error(r, "cannot write checkpoints into");
+  EXPECT_EQ(r.output.find("step 3/"), std::string::npos) << "failed before training: " << r.output;
+  if (::geteuid() == 0) GTEST_SKIP() << "a read-only folder binds no root process: the permission case needs a user";
+  fs::remove(tmp_.str("run/checkpoints"));
+  fs::create_directories(tmp_.str("run/checkpoints"));
+  fs::permissions(tmp_.str("run/checkpoints"), fs::perms::owner_read | fs::perms::owner_exec);
+  const auto ro = train("run");
+  fs::permissions(tmp_.str("run/checkpoints"), fs::perms::owner_all);
+  expect_user_error(ro, "cannot write checkpoints into");
+}
+
+TEST_F(Reliability, ASecondStopSignalDuringASaveLetsTheSaveComplete) {
+  // The save of step 3 sleeps 3 s (fault injection); SIGTERM arrives twice within it.
+  const std::string log = tmp_.str("log");
+  const auto r = run_command(
+      "ROFORMER_FAULT_SAVE_DELAY_MS=3000 " + roformer_bin() + " train -c " + config_ + " --run-dir " + tmp_.str("run") +
+      " --set train.steps=200 > " + log + " 2>&1 & pid=$!; "
+      "for i in $(seq 300); do grep -q 'the save of step 3 sleeps' " + log + " && break; sleep 0.1; done; "
+      "kill -TERM $pid; sleep 0.5; kill -TERM $pid; wait $pid; echo \"exit $?\"");
+  const std::string out = read_file(log);
+  EXPECT_NE(r.output.find("exit 0"), std::string::npos) << r.output << out;
+  EXPECT_NE(out.find("a checkpoint is being saved; the run stops as soon as it is complete"), std::string::npos) << out;
+  EXPECT_NE(out.find("Resume with: roformer train"), std::string::npos) << out;
+  const auto check = run_roformer("inspect " + checkpoint_dir(tmp_.str("run"), 3));
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("ok (every file matches manifest.json)"), std::string::npos) << check.output;
+}
+
+TEST_F(Reliability, MessagesSayWhatIsActuallyWrong) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  // A run directory given to --resume, which takes a checkpoint.
+  expect_user_error(run_roformer("train -c " + config_ + " --run-dir " + tmp_.str("run") + " --resume " + tmp_.str("run")),
+                    "is a run directory, not a checkpoint: continue it with --run-dir");
+  // An export whose weights hold NaN: named as such, not blamed on the learning rate.
+  ASSERT_EQ(run_roformer("export --checkpoint " + tmp_.str("run") + " --format hf --out " + tmp_.str("hf")).exit_code, 0);
+  std::string bytes = read_file(tmp_.str("hf/model.safetensors"));
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  bytes.replace(8 + header, 4, std::string(4, '\xff'));  // the first value of the first tensor: a NaN
+  write_file(tmp_.str("hf/model.safetensors"), bytes);
+  const auto r = run_roformer("train -c " + config_ + " --run-dir " + tmp_.str("fresh") + " --init-from " + tmp_.str("hf"));
+  expect_user_error(r, "holds NaN or infinite values");
+  EXPECT_EQ(r.output.find("optimizer.lr"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace roformer::test
