@@ -91,11 +91,12 @@ Trainer::Trainer(config::Config config, std::string run_dir, std::string resume_
 Trainer::~Trainer() = default;
 
 // What the first save needs, checked before the first step rather than found after hours of training:
-// checkpoints/ exists (or can be made) and takes a file.
+// an existing checkpoints/ is a folder that takes a file (a missing one is made in the run directory,
+// which takes config.yaml, at the first save).
 void Trainer::check_checkpoints_writable() const {
   std::error_code ec;
-  fs::create_directories(ckpt_dir_, ec);
-  std::string why = ec ? ec.message() : "";
+  if (!fs::exists(fs::symlink_status(ckpt_dir_, ec))) return;
+  std::string why = fs::is_directory(ckpt_dir_, ec) ? "" : "it is not a directory";
   if (why.empty()) {
     const std::string probe = (fs::path(ckpt_dir_) / fmt::format(".write-check-{}", ::getpid())).string();
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
