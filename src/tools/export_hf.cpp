@@ -1,6 +1,8 @@
 // `roformer export --format hf`: weights, config, tokenizer and model card for transformers; see export_hf.h.
 #include "tools/export_hf.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -212,16 +214,30 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
     unique.emplace_back(encoder ? target.prefix + name.substr(ours.size()) : name, t.detach().contiguous());
   }
 
+  // Every file is written into a staging folder inside out_dir and renamed into place only when all
+  // are complete: a failed export (a full disk) leaves no partial export, and an earlier export
+  // replaced with --force stays whole until then. A folder the export created is removed on failure.
   std::error_code ec;
+  const bool created = !fs::exists(out_dir, ec);
   fs::create_directories(out_dir, ec);
   if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
-  core::save_safetensors((fs::path(out_dir) / "model.safetensors").string(), unique, {{"format", "pt"}});
-  core::write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
-  fs::copy_file(fs::path(ck.dir) / files::kTokenizer, fs::path(out_dir) / "spiece.model",
-                fs::copy_options::overwrite_existing, ec);
-  if (ec) throw Error(fmt::format("cannot copy the tokenizer into '{}': {}", out_dir, ec.message()));
-  write_hf_tokenizer(tokenizer, out_dir, tok_options);
-  core::write_file_atomic((fs::path(out_dir) / "README.md").string(), model_card(ck, target, out_dir, tokenizer));
+  const fs::path staging = fs::path(out_dir) / fmt::format(".export-staging-{}", ::getpid());
+  try {
+    fs::create_directories(staging);
+    const std::string dir = staging.string();
+    core::save_safetensors((staging / "model.safetensors").string(), unique, {{"format", "pt"}});
+    core::write_file_atomic((staging / "config.json").string(), config.dump(2) + "\n");
+    core::write_file_checked((staging / "spiece.model").string(), core::read_file((fs::path(ck.dir) / files::kTokenizer).string()));
+    write_hf_tokenizer(tokenizer, dir, tok_options);
+    core::write_file_atomic((staging / "README.md").string(), model_card(ck, target, out_dir, tokenizer));
+    for (const auto& entry : fs::directory_iterator(staging)) fs::rename(entry.path(), fs::path(out_dir) / entry.path().filename());
+    core::remove_tree(staging);
+  } catch (...) {
+    std::error_code cleanup;
+    core::remove_tree(staging, cleanup);
+    if (created) fs::remove(out_dir, cleanup);  // only if empty: nothing of anyone else's is removed
+    throw;
+  }
   spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), spiece.model, "
                "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md", ck.dir,
                ck.state.step, target.architecture, out_dir, unique.size(), o.vocab_size(),

@@ -280,5 +280,21 @@ TEST_F(Reliability, MessagesSayWhatIsActuallyWrong) {
   EXPECT_EQ(r.output.find("optimizer.lr"), std::string::npos) << r.output;
 }
 
+TEST_F(Reliability, AFailedExportLeavesNoPartialExport) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  // model.safetensors (about 80 KB) is beyond the 40 KiB file-size limit: the export fails midway.
+  const auto r = run_command("ulimit -f 40 && " + roformer_bin() + " export --checkpoint " + tmp_.str("run") +
+                             " --format hf --out " + tmp_.str("hf"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_FALSE(fs::exists(tmp_.str("hf"))) << "the folder the export created is gone";
+  // Replacing an earlier export (--force): it stays whole when the new one fails.
+  ASSERT_EQ(run_roformer("export --checkpoint " + tmp_.str("run") + " --format hf --out " + tmp_.str("hf")).exit_code, 0);
+  const auto before = snapshot(tmp_.str("hf"));
+  const auto again = run_command("ulimit -f 40 && " + roformer_bin() + " export --checkpoint " + tmp_.str("run") +
+                                 " --format hf --force --out " + tmp_.str("hf"));
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_EQ(snapshot(tmp_.str("hf")), before);
+}
+
 }  // namespace
 }  // namespace roformer::test
