@@ -33,6 +33,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/progress_bar.h"
+#include "core/stale.h"
 #include "core/utf8.h"
 #include "data/corpus_format.h"
 #include "data/input_files.h"
@@ -393,14 +394,8 @@ void write_chunks(ChunkQueue& queue, const fs::path& staging, const TokenFormat&
 // killed (their process is gone) are removed; a live run's is kept.
 fs::path make_staging_dir(const fs::path& out) {
   fs::create_directories(out);
-  const std::string prefix = kStagingPrefix;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) core::remove_tree(entry.path());
-  }
-  const fs::path staging = out / (prefix + std::to_string(::getpid()));
+  core::remove_dead_process_entries(out, kStagingPrefix);
+  const fs::path staging = out / (kStagingPrefix + std::to_string(::getpid()));
   core::remove_tree(staging);
   fs::create_directories(staging);
   return staging;

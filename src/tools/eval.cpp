@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/stale.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "tools/checkpoint_loader.h"
@@ -32,6 +33,8 @@ class TempPrepared {
  public:
   TempPrepared(const std::vector<std::string>& files, const data::Tokenizer& tokenizer, const std::string& text_field) {
     std::random_device rd;
+    // The folders of evaluations that were interrupted (their process is gone) go first.
+    core::remove_dead_process_entries(fs::temp_directory_path(), "roformer-eval-");
     dir_ = fs::temp_directory_path() / fmt::format("roformer-eval-{}-{}", ::getpid(), rd());
     data::PrepareOptions o;
     o.tokenizer_model = tokenizer.model_path();

@@ -296,5 +296,19 @@ TEST_F(Reliability, AFailedExportLeavesNoPartialExport) {
   EXPECT_EQ(snapshot(tmp_.str("hf")), before);
 }
 
+TEST_F(Reliability, EvalRemovesTheFoldersInterruptedEvaluationsLeft) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const std::string tmp = tmp_.str("t");
+  const std::string dead = tmp + "/roformer-eval-999999999-1", live = tmp + "/roformer-eval-" + std::to_string(::getpid()) + "-1";
+  write_file(dead + "/meta.json", "{}");  // a process id no system hands out: its process is gone
+  write_file(live + "/meta.json", "{}");  // this test's own process is alive
+  const auto r = run_command("TMPDIR=" + tmp + " " + roformer_bin() + " eval --checkpoint " + tmp_.str("run") +
+                             " --data " + tmp_.str("train.txt") + " --max-sequences 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()), 1) << "eval's own folder is gone too";
+}
+
 }  // namespace
 }  // namespace roformer::test
