@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/hash.h"
 #include "core/utf8.h"
 #include "data/input_files.h"
 
@@ -32,6 +33,42 @@ json sources_signature(const std::vector<std::string>& files, const std::string&
     list.push_back({{"path", core::utf8_or_escaped(fs::absolute(f).string())}, {"size", ec ? 0 : size}, {"mtime", static_cast<int64_t>(mtime)}});
   }
   return {{"files", list}, {"tokenizer_fingerprint", fingerprint}, {"text_field", text_field}};
+}
+
+// The signature as recorded after preparing: each file also with a hash of its content, so a file
+// touched but not changed (a new modification time, the same bytes) is recognised as the same.
+json signature_with_hashes(json signature, const std::vector<std::string>& files) {
+  for (size_t i = 0; i < files.size(); ++i) signature["files"][i]["hash"] = core::file_checksum(files[i]);
+  return signature;
+}
+
+// Whether the recorded signature describes the current files: equal, but for modification times
+// of files whose size and content hash (when recorded) are unchanged. `touched` is set when such a
+// file was found; `recorded` then carries the new times (its hashes kept), to be written back.
+bool same_sources(json& recorded, const json& current, const std::vector<std::string>& files, bool& touched) {
+  touched = false;
+  if (!recorded.is_object() || !recorded.contains("files") || !recorded["files"].is_array() ||
+      recorded["files"].size() != files.size())
+    return false;
+  json plain = recorded;  // without the hashes, to compare with `current`
+  for (size_t i = 0; i < files.size(); ++i) {
+    json& r = recorded["files"][i];
+    const json& c = current["files"][i];
+    if (!r.is_object()) return false;
+    if (r.value("path", json()) == c["path"] && r.value("size", json()) == c["size"] &&
+        r.value("mtime", json()) != c["mtime"] && r.contains("hash")) {
+      try {
+        if (r["hash"] != core::file_checksum(files[i])) return false;
+      } catch (const Error&) {
+        return false;
+      }
+      r["mtime"] = c["mtime"];
+      touched = true;
+    }
+    plain["files"][i] = r;
+    plain["files"][i].erase("hash");
+  }
+  return plain == current;
 }
 
 // The recorded signature; null when it cannot be read or parsed (the data is then prepared again).
@@ -80,7 +117,14 @@ std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataReque
   const std::string signature_path = (fs::path(r.cache_dir) / (r.name + ".sources.json")).string();
   const json signature = sources_signature(files, tokenizer.fingerprint(), r.text_field);
   if (is_prepared_dir(dir) && fs::exists(signature_path)) {
-    if (read_signature(signature_path) == signature) {
+    json recorded = read_signature(signature_path);
+    bool touched = false;
+    if (same_sources(recorded, signature, files, touched)) {
+      if (touched) {  // touched, not changed: the same data, recorded with the new times
+        spdlog::info("{}: a file's modification time changed but not its content; using the prepared data as it is",
+                     key);
+        core::write_file_atomic(signature_path, recorded.dump(2) + "\n");
+      }
       try {
         auto corpus = PreparedCorpus::open(dir, tokenizer.fingerprint());
         spdlog::info("using prepared {} data in {}", r.name, dir);
@@ -109,7 +153,7 @@ std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataReque
   o.own_out_dir = true;  // the run's cache: replaced when its sources change
   const auto stats = with_key([&] { return prepare_corpus(o); });
   spdlog::info("prepared {} documents, {} tokens in {:.1f}s", stats.documents, stats.tokens, stats.seconds);
-  core::write_file_atomic(signature_path, signature.dump(2) + "\n");
+  core::write_file_atomic(signature_path, signature_with_hashes(signature, files).dump(2) + "\n");
   return with_key([&] { return PreparedCorpus::open(dir, tokenizer.fingerprint()); });
 }
 

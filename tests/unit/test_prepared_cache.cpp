@@ -5,6 +5,8 @@
 // directories mixed with text are refused.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "data/corpus.h"
@@ -87,6 +89,24 @@ TEST_F(PreparedCache, AChangeInAListedFolderPreparesAgain) {
   EXPECT_EQ(open_prepared_data(r, tok)->document(0), tok.encode("the city"));
   r.text_field = "body";  // the same file read by another field: prepared again
   EXPECT_EQ(open_prepared_data(r, tok)->document(0), tok.encode("the jury"));
+}
+
+TEST_F(PreparedCache, ATouchedFileIsTheSameDataAndAnEditOfTheSameSizeIsNot) {
+  const Tokenizer tok = tokenizer();
+  const std::string file = dir_->str("touched.txt");
+  rt::write_file(file, "the jury said the city\n");
+  PreparedDataRequest r = request({file}, "touch_cache");
+  ASSERT_EQ(open_prepared_data(r, tok)->document(0), tok.encode("the jury said the city"));
+  const auto first = meta_time(r.cache_dir);
+  // The same bytes with a new modification time (touch, a copy, a checkout): the prepared data is
+  // used as it is, so a resume stays exact.
+  rt::fs::last_write_time(file, rt::fs::last_write_time(file) + std::chrono::hours(1));
+  open_prepared_data(r, tok);
+  EXPECT_EQ(meta_time(r.cache_dir), first) << "a touched file must not prepare the data again";
+  // Other bytes of the same size: prepared again.
+  rt::write_file(file, "the city said the jury\n");
+  rt::fs::last_write_time(file, rt::fs::last_write_time(file) + std::chrono::hours(2));
+  EXPECT_EQ(open_prepared_data(r, tok)->document(0), tok.encode("the city said the jury"));
 }
 
 TEST_F(PreparedCache, SignatureWithoutTheTextFieldReadsAsTheDefault) {
