@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -18,9 +19,44 @@ namespace roformer::tools {
 namespace files = train::checkpoint_files;
 namespace fs = std::filesystem;
 
+namespace {
+
+LoadedCheckpoint load_checkpoint_dir(const std::string& dir, const torch::Device& device);
+
+// A run directory: a run training into it may prune the chosen checkpoint while it is read (it
+// keeps checkpoint.keep_last). Such a checkpoint is gone when the read fails: choose again.
+bool is_checkpoint_dir(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(fs::path(path) / files::kManifest, ec) || fs::exists(fs::path(path) / files::kTrainerState, ec);
+}
+
+}  // namespace
+
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device) {
+  if (is_checkpoint_dir(path)) return load_checkpoint_dir(path, device);
+  constexpr int kAttempts = 5;
+  const std::string checkpoints = (fs::path(path) / "checkpoints").string();
+  for (int attempt = 1;; ++attempt) {
+    std::string dir;
+    const auto listed = train::list_checkpoints(checkpoints);
+    try {
+      dir = train::resolve_checkpoint_dir(path);
+      return load_checkpoint_dir(dir, device);
+    } catch (const std::exception& e) {
+      std::error_code ec;
+      const bool pruned = dir.empty() ? train::list_checkpoints(checkpoints) != listed : !fs::exists(dir, ec);
+      if (!pruned || attempt == kAttempts) throw;
+      spdlog::info("checkpoint {} was pruned by the run training into {} while it was read; choosing its newest "
+                   "checkpoint again", dir, path);
+    }
+  }
+}
+
+namespace {
+
+LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch::Device& device) {
   LoadedCheckpoint ck;
-  ck.dir = train::resolve_checkpoint_dir(path);
+  ck.dir = checkpoint;
   auto check = train::verify_checkpoint(ck.dir);
   if (!check.ok)
     throw Error(fmt::format("checkpoint {} is not usable: {}. `roformer inspect {}` shows its state; an earlier "
@@ -30,6 +66,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& d
   ck.config = config::parse_config(core::read_file(config_path), {}, config_path);
   const std::string state_path = (dir / files::kTrainerState).string();
   ck.state = train::parse_trainer_state(core::read_file(state_path), state_path);
+  ck.tokenizer_model = core::read_file((dir / files::kTokenizer).string(), "tokenizer model");
   ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
   ck.model = model::RoFormerForMaskedLM(model::options_from_config(ck.config.model, ck.tokenizer->vocab_size()));
   ck.model->load_hf_state_dict(core::load_safetensors((dir / files::kModel).string()));
@@ -37,5 +74,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& d
   ck.model->eval();
   return ck;
 }
+
+}  // namespace
 
 }  // namespace roformer::tools

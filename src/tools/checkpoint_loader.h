@@ -17,6 +17,7 @@ struct LoadedCheckpoint {
   config::Config config;           // its resolved config
   train::TrainerState state;       // trainer_state.json, typed
   std::unique_ptr<data::Tokenizer> tokenizer;
+  std::string tokenizer_model;     // the bytes of its tokenizer.model (what `tokenizer` was loaded from)
   model::RoFormerForMaskedLM model{nullptr};  // in eval mode, on the requested device
 };
 

@@ -28,27 +28,37 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Raw text is encoded with the checkpoint's tokenizer into a temporary prepared directory.
+// Raw text is encoded with the checkpoint's tokenizer into a temporary prepared directory. The
+// tokenizer is the checkpoint's, as loaded (its bytes written beside the data): the checkpoint
+// itself may be pruned meanwhile by a run training into its directory.
 class TempPrepared {
  public:
-  TempPrepared(const std::vector<std::string>& files, const data::Tokenizer& tokenizer, const std::string& text_field) {
+  TempPrepared(const std::vector<std::string>& files, const std::string& tokenizer_bytes, const std::string& text_field) {
     std::random_device rd;
     // The folders of evaluations that were interrupted (their process is gone) go first.
     core::remove_dead_process_entries(fs::temp_directory_path(), "roformer-eval-");
     dir_ = fs::temp_directory_path() / fmt::format("roformer-eval-{}-{}", ::getpid(), rd());
-    data::PrepareOptions o;
-    o.tokenizer_model = tokenizer.model_path();
-    o.inputs = files;
-    o.out_dir = dir_.string();
-    o.text_field = text_field;
-    o.progress = false;
-    data::prepare_corpus(o);
+    try {
+      fs::create_directories(dir_);
+      core::write_file_checked((dir_ / "tokenizer.model").string(), tokenizer_bytes);
+      data::PrepareOptions o;
+      o.tokenizer_model = (dir_ / "tokenizer.model").string();
+      o.inputs = files;
+      o.out_dir = (dir_ / "data").string();
+      o.text_field = text_field;
+      o.progress = false;
+      data::prepare_corpus(o);
+    } catch (...) {  // no destructor runs for a constructor that throws
+      std::error_code ec;
+      core::remove_tree(dir_, ec);
+      throw;
+    }
   }
   ~TempPrepared() {
     std::error_code ec;
     core::remove_tree(dir_, ec);
   }
-  std::string dir() const { return dir_.string(); }
+  std::string dir() const { return (dir_ / "data").string(); }
 
  private:
   fs::path dir_;
@@ -80,7 +90,7 @@ int run_eval(const EvalRequest& req) {
   if (std::all_of(files.begin(), files.end(), [](const std::string& f) { return data::is_prepared_dir(f); })) {
     corpus = data::PreparedCorpus::open(files, ck.tokenizer->fingerprint());
   } else {
-    temp = std::make_unique<TempPrepared>(files, *ck.tokenizer,
+    temp = std::make_unique<TempPrepared>(files, ck.tokenizer_model,
                                           req.text_field.empty() ? ck.config.data.text_field : req.text_field);
     corpus = data::PreparedCorpus::open(temp->dir(), ck.tokenizer->fingerprint());
   }

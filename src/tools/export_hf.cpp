@@ -175,6 +175,7 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   tok_options.type_vocab_size = std::max<int64_t>(1, o.type_vocab_size());
   // Built before anything is written: a tokenizer that cannot be converted refuses the export.
   const auto tokenizer = hf_tokenizer_json(ck.tokenizer->model_path(), tok_options);
+  const std::string spiece = ck.tokenizer_model;  // the checkpoint may be pruned meanwhile
   nlohmann::json config = {
       {"architectures", {target.architecture}},
       {"model_type", target.model_type},
@@ -227,7 +228,7 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
     const std::string dir = staging.string();
     core::save_safetensors((staging / "model.safetensors").string(), unique, {{"format", "pt"}});
     core::write_file_atomic((staging / "config.json").string(), config.dump(2) + "\n");
-    core::write_file_checked((staging / "spiece.model").string(), core::read_file((fs::path(ck.dir) / files::kTokenizer).string()));
+    core::write_file_checked((staging / "spiece.model").string(), spiece);
     write_hf_tokenizer(tokenizer, dir, tok_options);
     core::write_file_atomic((staging / "README.md").string(), model_card(ck, target, out_dir, tokenizer));
     for (const auto& entry : fs::directory_iterator(staging)) fs::rename(entry.path(), fs::path(out_dir) / entry.path().filename());

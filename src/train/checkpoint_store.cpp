@@ -208,8 +208,16 @@ void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, co
     core::remove_tree(entry.path(), ec);
   }
   const std::string keep_name = keep.empty() ? "" : fs::path(keep).filename().string();
-  for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(keep_last, 1)) < all.size(); ++i)
-    if (fs::path(all[i]).filename().string() != keep_name) core::remove_tree(all[i], ec);
+  for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(keep_last, 1)) < all.size(); ++i) {
+    const fs::path victim(all[i]);
+    if (victim.filename().string() == keep_name) continue;
+    // Renamed away first, in one step, then deleted: a reader of the run directory (eval, export)
+    // sees a checkpoint whole or not at all, never one half deleted.
+    const fs::path away = victim.parent_path() / fmt::format(".tmp-pruned-{}-{}", victim.filename().string(), ::getpid());
+    std::error_code renamed;
+    fs::rename(victim, away, renamed);
+    core::remove_tree(renamed ? victim : away, ec);
+  }
 }
 
 }  // namespace roformer::train

@@ -310,5 +310,21 @@ TEST_F(Reliability, EvalRemovesTheFoldersInterruptedEvaluationsLeft) {
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()), 1) << "eval's own folder is gone too";
 }
 
+TEST_F(Reliability, ReadersOfARunDirectoryWhileItPrunesChooseAgain) {
+  // A run saving every step and keeping one checkpoint, read the whole time by eval given the run
+  // directory: each read chooses the newest checkpoint, which the next save prunes.
+  ASSERT_EQ(train("run", "--set train.steps=2").exit_code, 0);
+  const std::string log = tmp_.str("train.log");
+  const auto r = run_command(
+      roformer_bin() + " train -c " + config_ + " --run-dir " + tmp_.str("run") + " --resume auto --set train.steps=400" +
+      " --set checkpoint.every=1 --set checkpoint.keep_last=1 --set logging.every=50 > " + log + " 2>&1 & pid=$!; "
+      "fails=0; reads=0; while kill -0 $pid 2>/dev/null; do reads=$((reads+1)); " + roformer_bin() + " eval --checkpoint " +
+      tmp_.str("run") + " --data " + tmp_.str("train.txt") + " --max-sequences 2 > /dev/null 2>" + tmp_.str("eval.err") +
+      " || { fails=$((fails+1)); cat " + tmp_.str("eval.err") + "; }; done; wait $pid; echo \"train exit $? reads $reads fails $fails\"");
+  EXPECT_NE(r.output.find("train exit 0"), std::string::npos) << r.output << read_file(log);
+  EXPECT_NE(r.output.find("fails 0"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("reads 0 "), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace roformer::test
