@@ -35,6 +35,38 @@ namespace files = checkpoint_files;
 
 namespace {
 
+std::string serialize(const std::vector<torch::Tensor>& tensors) {
+  std::ostringstream out;
+  torch::save(tensors, out);
+  return out.str();
+}
+
+// Rank 0's part of a save: every file into a temporary directory, sealed, then pruning.
+std::string write_checkpoint(const std::string& dir, const TrainerState& state, const CheckpointContents& c,
+                             const std::vector<std::string>& rng_states) {
+  CheckpointWriter w(dir, state.step);
+  core::save_safetensors(w.path(files::kModel), c.model->hf_named_parameters(),
+                         {{"format", "pt"}, {"producer", "roformer"}, {"step", std::to_string(state.step)}});
+  torch::save(*c.optimizer, w.path(files::kOptimizer));
+  // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
+  if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP"); kill_at && std::atoll(kill_at) == state.step)
+    std::raise(SIGKILL);
+  // Fault injection for the signal test: a save slow enough to be interrupted.
+  if (const char* delay_ms = std::getenv("ROFORMER_FAULT_SAVE_DELAY_MS")) {
+    std::fprintf(stderr, "fault injection: the save of step %lld sleeps %s ms\n", static_cast<long long>(state.step), delay_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay_ms)));
+  }
+  for (size_t r = 0; r < rng_states.size(); ++r)
+    core::write_file_checked(w.path(files::rng(static_cast<int>(r))), rng_states[r]);
+  core::write_file_checked(w.path(files::kTrainerState), trainer_state_json(state));
+  core::write_file_checked(w.path(files::kConfig), config::to_yaml(*c.config));
+  core::write_file_checked(w.path(files::kTokenizer), core::read_file(c.tokenizer->model_path()));
+  core::write_file_checked(w.path(files::kMetrics), fs::exists(c.metrics_path) ? core::read_file(c.metrics_path) : "");
+  return w.commit();
+}
+
+}  // namespace
+
 std::vector<torch::Tensor> get_rng_states() {
   std::vector<torch::Tensor> states;
   {
@@ -68,38 +100,6 @@ void set_rng_states(const std::vector<torch::Tensor>& states) {
     }
   }
 }
-
-std::string serialize(const std::vector<torch::Tensor>& tensors) {
-  std::ostringstream out;
-  torch::save(tensors, out);
-  return out.str();
-}
-
-// Rank 0's part of a save: every file into a temporary directory, sealed, then pruning.
-std::string write_checkpoint(const std::string& dir, const TrainerState& state, const CheckpointContents& c,
-                             const std::vector<std::string>& rng_states) {
-  CheckpointWriter w(dir, state.step);
-  core::save_safetensors(w.path(files::kModel), c.model->hf_named_parameters(),
-                         {{"format", "pt"}, {"producer", "roformer"}, {"step", std::to_string(state.step)}});
-  torch::save(*c.optimizer, w.path(files::kOptimizer));
-  // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
-  if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP"); kill_at && std::atoll(kill_at) == state.step)
-    std::raise(SIGKILL);
-  // Fault injection for the signal test: a save slow enough to be interrupted.
-  if (const char* delay_ms = std::getenv("ROFORMER_FAULT_SAVE_DELAY_MS")) {
-    std::fprintf(stderr, "fault injection: the save of step %lld sleeps %s ms\n", static_cast<long long>(state.step), delay_ms);
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay_ms)));
-  }
-  for (size_t r = 0; r < rng_states.size(); ++r)
-    core::write_file_checked(w.path(files::rng(static_cast<int>(r))), rng_states[r]);
-  core::write_file_checked(w.path(files::kTrainerState), trainer_state_json(state));
-  core::write_file_checked(w.path(files::kConfig), config::to_yaml(*c.config));
-  core::write_file_checked(w.path(files::kTokenizer), core::read_file(c.tokenizer->model_path()));
-  core::write_file_checked(w.path(files::kMetrics), fs::exists(c.metrics_path) ? core::read_file(c.metrics_path) : "");
-  return w.commit();
-}
-
-}  // namespace
 
 uint64_t rank_seed(int64_t seed, int rank, int64_t step) {
   return core::mix64(

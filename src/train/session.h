@@ -71,6 +71,8 @@ struct StepResult {
   int64_t tokens = 0;     // non-padding input tokens (of all ranks)
   int64_t n_pred = 0;     // predicted positions (of all ranks)
   bool stop = false;      // a stop signal reached this process (or, distributed, any rank) by the step's start
+  bool abandoned = false; // a stop signal during the micro-batches: the step was given up, its data and
+                          // random state rewound, nothing updated (a single process, grad_accum > 1)
   bool finite = true;
   bool skipped = false;   // fp16: step skipped for a non-finite gradient
   bool synced = true;     // false: a CUDA step without host sync; loss/accuracy/grad_norm not read back
@@ -173,7 +175,9 @@ class Trainer {
     torch::Tensor loss, correct;  // float64 on the device: summed cross entropy, correct predictions
   };
   std::vector<data::Batch> step_batches(StepResult& r);
-  StepSums forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock);
+  // abandon_on_stop: give up between micro-batches when a stop signal arrives (r.abandoned).
+  StepSums forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
+                            bool abandon_on_stop = false);
   std::vector<torch::Tensor> unscaled_gradients();
   void update_unsynced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm);
   void update_synced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm, StepSums sums, StepResult& r);

@@ -395,11 +395,28 @@ StepResult Trainer::train_step(bool host_sync) {
                    "CUDA out of memory. Tried to allocate 2.00 GiB (ROFORMER_FAULT_OOM_AT_STEP)");
   StepResult r;
   PhaseClock clock(device_, sync_timings_);
+  // A long step (many micro-batches) is given up when a stop signal arrives during it, so a run asked
+  // to stop stops within a micro-batch: the data position and the random generators are rewound to
+  // the step's start, so the resumed run repeats it exactly. Distributed, the ranks decide together
+  // at the step's start instead.
+  const bool abandonable = world_size() == 1 && cfg_.train.grad_accum > 1 && loader_ && !synthetic_;
+  std::optional<data::LoaderState> loader_start;
+  std::vector<torch::Tensor> rng_start;
+  if (abandonable) {
+    loader_start = loader_->state();
+    rng_start = get_rng_states();
+  }
   const std::vector<data::Batch> micro = step_batches(r);
   clock.end(r.timings.data);
   const bool fp16 = cfg_.train.precision == "fp16";
   r.synced = host_sync || r.stop || (!device_.is_cuda() && !sync_free_on_cpu_) || fp16 || !fused_adamw_;
-  const StepSums sums = forward_backward(micro, r, clock);
+  const StepSums sums = forward_backward(micro, r, clock, abandonable);
+  if (r.abandoned) {
+    for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+    loader_->restore(*loader_start);
+    set_rng_states(rng_start);
+    return r;
+  }
   auto grads = unscaled_gradients();
   // The global gradient norm (after unscaling for fp16); clipping follows in the update.
   torch::Tensor norm = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
@@ -434,13 +451,18 @@ std::vector<data::Batch> Trainer::step_batches(StepResult& r) {
 // Forward and backward of every micro-batch. The loss is the sum over every predicted token of the
 // step divided by their total count (r.n_pred), so accumulation equals one large batch; fp16
 // scales it by the loss scale. Returns the summed loss and correct predictions (on the device).
-Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock) {
+Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
+                                            bool abandon_on_stop) {
   const bool cuda = device_.is_cuda();
   const double scale = cfg_.train.precision == "fp16" ? loss_scale_ : 1.0;
   const double inv_pred = r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0;
   auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
   StepSums sums{torch::zeros({}, acc_opts), torch::zeros({}, acc_opts)};
   for (size_t i = 0; i < micro.size(); ++i) {
+    if (abandon_on_stop && !r.stop && stop_requested()) {  // a signal during the step (r.stop: before it)
+      r.abandoned = r.stop = true;
+      return sums;
+    }
     const auto& b = micro[i];
     // Data parallel: only the last micro-batch's backward all-reduces (its hooks start the buckets).
     if (reducer_) reducer_->set_sync(i + 1 == micro.size());
@@ -777,6 +799,12 @@ int Trainer::run() {
     const auto t0 = std::chrono::steady_clock::now();
     // The same decision on every rank; a step during which a stop was requested syncs as well.
     const StepResult r = train_step(cadence.syncs(step_ + 1));
+    if (r.abandoned) {  // stopped inside the step: saved as of the last complete one
+      progress.clear();
+      spdlog::info("step {} was given up at the stop signal; it is trained again on resume", step_ + 1);
+      stop_if_asked(r);
+      return 0;
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!r.finite && !r.skipped) progress.clear();
     check_finite(r, last_synced);

@@ -326,5 +326,24 @@ TEST_F(Reliability, ReadersOfARunDirectoryWhileItPrunesChooseAgain) {
   EXPECT_EQ(r.output.find("reads 0 "), std::string::npos) << r.output;
 }
 
+TEST_F(Reliability, AStopSignalInsideALongStepGivesItUpAndTheResumeRepeatsItExactly) {
+  // Steps of 1000 micro-batches (seconds each); SIGTERM half a second into step 2.
+  const std::string args = " --set train.steps=3 --set train.grad_accum=1000 --set checkpoint.every=0 --set logging.every=1";
+  ASSERT_EQ(train("a", args).exit_code, 0);
+  const std::string log = tmp_.str("b.log");
+  const auto r = run_command(roformer_bin() + " train -c " + config_ + " --run-dir " + tmp_.str("b") + args + " > " + log +
+                             " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'step 1/3' " + log +
+                             " && break; sleep 0.1; done; sleep 0.5; kill -TERM $pid; wait $pid; echo \"exit $?\"");
+  const std::string out = read_file(log);
+  EXPECT_NE(r.output.find("exit 0"), std::string::npos) << r.output << out;
+  EXPECT_NE(out.find("step 2 was given up at the stop signal"), std::string::npos) << out;
+  EXPECT_EQ(out.find("step 2/3"), std::string::npos) << "step 2 ran to its end: " << out;
+  const auto resumed = train("b", args + " --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(read_file(checkpoint_dir(tmp_.str("b"), 3) + "/model.safetensors"),
+            read_file(checkpoint_dir(tmp_.str("a"), 3) + "/model.safetensors"))
+      << "the resumed run must repeat the given-up step exactly";
+}
+
 }  // namespace
 }  // namespace roformer::test
