@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/stale.h"
+#include "core/temp_dir_guard.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "tools/checkpoint_loader.h"
@@ -33,35 +34,28 @@ namespace {
 // itself may be pruned meanwhile by a run training into its directory.
 class TempPrepared {
  public:
-  TempPrepared(const std::vector<std::string>& files, const std::string& tokenizer_bytes, const std::string& text_field) {
-    std::random_device rd;
-    // The folders of evaluations that were interrupted (their process is gone) go first.
-    core::remove_dead_process_entries(fs::temp_directory_path(), "roformer-eval-");
-    dir_ = fs::temp_directory_path() / fmt::format("roformer-eval-{}-{}", ::getpid(), rd());
-    try {
-      fs::create_directories(dir_);
-      core::write_file_checked((dir_ / "tokenizer.model").string(), tokenizer_bytes);
-      data::PrepareOptions o;
-      o.tokenizer_model = (dir_ / "tokenizer.model").string();
-      o.inputs = files;
-      o.out_dir = (dir_ / "data").string();
-      o.text_field = text_field;
-      o.progress = false;
-      data::prepare_corpus(o);
-    } catch (...) {  // no destructor runs for a constructor that throws
-      std::error_code ec;
-      core::remove_tree(dir_, ec);
-      throw;
-    }
+  TempPrepared(const std::vector<std::string>& files, const std::string& tokenizer_bytes, const std::string& text_field)
+      : guard_(fresh_dir()) {
+    fs::create_directories(guard_.path());
+    core::write_file_checked((guard_.path() / "tokenizer.model").string(), tokenizer_bytes);
+    data::PrepareOptions o;
+    o.tokenizer_model = (guard_.path() / "tokenizer.model").string();
+    o.inputs = files;
+    o.out_dir = dir();
+    o.text_field = text_field;
+    o.progress = false;
+    data::prepare_corpus(o);
   }
-  ~TempPrepared() {
-    std::error_code ec;
-    core::remove_tree(dir_, ec);
-  }
-  std::string dir() const { return (dir_ / "data").string(); }
+  std::string dir() const { return (guard_.path() / "data").string(); }
 
  private:
-  fs::path dir_;
+  // The folders of evaluations killed outright (their process is gone) go first.
+  static fs::path fresh_dir() {
+    core::remove_dead_process_entries(fs::temp_directory_path(), "roformer-eval-");
+    std::random_device rd;
+    return fs::temp_directory_path() / fmt::format("roformer-eval-{}-{}", ::getpid(), rd());
+  }
+  core::TempDirGuard guard_;  // removed on every exit path, Ctrl-C and SIGTERM included
 };
 
 // --seq-len: the learned absolute table has model.max_position_embeddings rows; rotary extends its

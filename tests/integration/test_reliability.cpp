@@ -345,5 +345,20 @@ TEST_F(Reliability, AStopSignalInsideALongStepGivesItUpAndTheResumeRepeatsItExac
       << "the resumed run must repeat the given-up step exactly";
 }
 
+TEST_F(Reliability, AnInterruptedEvalLeavesNoTemporaryFolder) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  // Raw text large enough that preparing it takes a while; SIGINT arrives during it.
+  std::string big;
+  for (int i = 0; i < 60; ++i) big += synthetic_corpus(200, 4, static_cast<unsigned>(i));
+  write_file(tmp_.str("big.txt"), big);
+  const std::string tmp = tmp_.str("t");
+  fs::create_directories(tmp);
+  const auto r = run_command("TMPDIR=" + tmp + " " + roformer_bin() + " eval --checkpoint " + tmp_.str("run") + " --data " +
+                             tmp_.str("big.txt") + " > /dev/null 2>&1 & pid=$!; for i in $(seq 300); do ls " + tmp +
+                             " | grep -q roformer-eval && break; sleep 0.05; done; kill -INT $pid; wait $pid; echo \"exit $?\"");
+  EXPECT_NE(r.output.find("exit 130"), std::string::npos) << "killed by SIGINT, as without the guard: " << r.output;
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()), 0) << "left in TMPDIR";
+}
+
 }  // namespace
 }  // namespace roformer::test
