@@ -183,6 +183,7 @@ fused QKV only|--rotary elementwise --separate-bias-add
 fused rotary only|--separate-qkv --rotary fused --separate-bias-add
 all three (default)|
 all, flash attention|--attention-kernel flash
+all, bf16 parameters + fp32 masters|--set train.param_dtype=bf16
 all, 2x batch|--set train.batch_size=$((batch * 2))
 all, 4x batch|--set train.batch_size=$((batch * 4))
 EOF

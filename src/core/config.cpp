@@ -308,6 +308,11 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(train, grad_accum, "Micro-batches per optimizer step", at_least(1));
   ROFORMER_FIELD(train, precision, "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, CUDA only)",
                  one_of({"fp32", "bf16", "fp16"}));
+  ROFORMER_FIELD(train, param_dtype,
+                 "Dtype the step computes with: fp32 (parameters fp32; bf16 runs under autocast), or bf16 (with "
+                 "precision bf16: parameters, activations and residual stream bf16 without autocast; the optimizer "
+                 "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters)",
+                 one_of({"fp32", "bf16"}));
   ROFORMER_FIELD(train, device, "auto (CUDA when available), cpu, cuda or cuda:N");
   ROFORMER_FIELD(train, seed, "Seed of initialization, data order, masking and dropout", at_least(0));
   ROFORMER_FIELD(train, run_dir, "Directory for logs, metrics, checkpoints and the resolved config");
@@ -651,6 +656,9 @@ void validate(const Config& c) {
     fail(fmt::format("train.device = '{}': use auto, cpu, cuda or cuda:N", dev));
   if (dev == "cpu" && c.train.precision == "fp16")
     fail("train.precision fp16 needs CUDA; use fp32 or bf16 with train.device: cpu");
+  if (c.train.param_dtype == "bf16" && c.train.precision != "bf16")
+    fail(fmt::format("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is {}); set "
+                     "train.precision: bf16, or train.param_dtype: fp32", c.train.precision));
   if (c.train.run_dir.empty()) fail("train.run_dir must not be empty");
   if (c.distributed.backend == "nccl" && dev == "cpu")
     fail("distributed.backend nccl needs CUDA but train.device is cpu; use distributed.backend: gloo (or auto)");

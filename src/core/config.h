@@ -88,6 +88,7 @@ struct TrainConfig {
   int64_t batch_size = 32;                // sequences per micro-batch
   int64_t grad_accum = 1;
   std::string precision = "bf16";         // fp32 | bf16 | fp16
+  std::string param_dtype = "fp32";       // fp32 | bf16 (bf16 weights, fp32 master weights; precision bf16)
   std::string device = "auto";            // auto | cpu | cuda | cuda:N
   int64_t seed = 1234;
   std::string run_dir = "runs/default";
@@ -168,6 +169,12 @@ struct ConfigChange {
 std::vector<ConfigChange> diff(const Config& before, const Config& after);
 
 // The head dimension and effective embedding size implied by the model section.
+// The autocast a training step enters: train.precision, except that bf16 parameters compute in
+// bf16 without autocast ("fp32" turns it off).
+inline const std::string& autocast_precision(const Config& c) {
+  static const std::string off = "fp32";
+  return c.train.param_dtype == "bf16" ? off : c.train.precision;
+}
 inline int64_t head_dim(const ModelConfig& m) { return m.hidden_size / m.num_heads; }
 inline int64_t effective_embedding_size(const ModelConfig& m) {
   return m.embedding_size > 0 ? m.embedding_size : m.hidden_size;

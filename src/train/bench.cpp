@@ -133,8 +133,10 @@ std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
 // Warm-up steps, then the measured steps on the clock.
 Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
   const bool cuda = trainer.device().is_cuda();
-  spdlog::info("bench: {} warm-up + {} measured steps on {} ({}, {} data)", o.warmup, o.steps,
-               trainer.device().str(), trainer.config().train.precision, o.synthetic ? "synthetic" : "prepared");
+  spdlog::info("bench: {} warm-up + {} measured steps on {} ({}{}, {} data)", o.warmup, o.steps,
+               trainer.device().str(), trainer.config().train.precision,
+               trainer.config().train.param_dtype == "bf16" ? " with bf16 parameters" : "",
+               o.synthetic ? "synthetic" : "prepared");
   for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/true);
   if (cuda) {
     core::synchronize(trainer.device());
@@ -218,6 +220,7 @@ json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measuremen
   json rec = {{"device", trainer.device().str()},
               {"device_name", device_name},
               {"precision", c.train.precision},
+              {"param_dtype", c.train.param_dtype},
               {"data", o.synthetic ? "synthetic" : "prepared"},
               {"rotary", trainer.model()->options().rotary_impl()},
               {"qkv", o.separate_qkv || !cuda ? "separate" : "fused"},
@@ -262,7 +265,11 @@ void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const s
   const std::string device_name = rec["device_name"].get<std::string>();
   std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}\n",
                            device_name == "cpu" ? fmt::format("cpu ({} threads)", torch::get_num_threads()) : device_name,
-                           rec["precision"].get<std::string>(), rec["data"].get<std::string>(),
+                           rec["precision"].get<std::string>() +
+                               (rec["param_dtype"] == "bf16"   ? " (bf16 parameters, fp32 masters)"
+                                : rec["precision"] == "fp32" ? ""
+                                                             : " (autocast)"),
+                           rec["data"].get<std::string>(),
                            rec["rotary"].get<std::string>() + (rec["qkv"] == "fused" ? ", fused QKV" : ""),
                            rec["head"].get<std::string>(), rec["fused_adamw"].get<bool>() ? "fused" : "portable");
   std::cout << fmt::format("{} x {} sequences x {} tokens per step, {} parameters, {} warm-up + {} measured steps\n\n",

@@ -3,7 +3,8 @@
 // figure and the key to change instead of ending in std::bad_alloc or an abort inside LibTorch.
 //
 // Estimate (bytes):
-//   parameters, gradients and the two AdamW moments: 16 x P (fp32), P counted from the config
+//   parameters, gradients and the two AdamW moments: 16 x P (fp32), P counted from the config;
+//   20 x P with train.param_dtype bf16 (the bf16 copy and its gradients on top of the fp32 masters)
 //   activations kept for backward, per token and layer: N*T attention probabilities + 4H + I
 //   values (2 bytes under bf16/fp16 autocast, 4 in fp32), over B x T tokens of one micro-batch
 //   (with gradient checkpointing: one layer's worth plus H per token per layer).

@@ -20,8 +20,10 @@ const std::vector<std::string> kResumableKeyPrefixes = {
 // longer an exact continuation of the original one.
 // train.batch_size and train.grad_accum are here so a run can resume on another number of processes
 // with the same global batch (batch_size x grad_accum x processes): the data position is global.
+// train.param_dtype: checkpoints hold fp32 weights either way, so bf16 parameters and autocast
+// resume each other's checkpoints (with other rounding).
 const std::vector<std::string> kRescueKeyPrefixes = {"optimizer.lr", "optimizer.grad_clip", "schedule.",
-                                                     "train.batch_size", "train.grad_accum"};
+                                                     "train.batch_size", "train.grad_accum", "train.param_dtype"};
 
 bool matches(const std::string& key, const std::vector<std::string>& prefixes) {
   for (const auto& p : prefixes)

@@ -27,6 +27,7 @@
 #include "train/evaluate.h"
 #include "train/init_from.h"
 #include "train/metrics.h"
+#include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/tensorboard_sink.h"
 
@@ -132,8 +133,11 @@ class Trainer {
 
   const config::Config& config() const { return cfg_; }
   const torch::Device& device() const { return device_; }
+  // The weights (fp32: what checkpoints save and the optimizer updates).
   model::RoFormerForMaskedLM& model() { return model_; }
-  bool uses_fused_adamw() const { return fused_adamw_; }
+  // The model the step runs: model() itself, or its bf16 copy with train.param_dtype: bf16.
+  model::RoFormerForMaskedLM& compute_model() { return compute_; }
+  bool uses_fused_adamw() const { return optimizer_->fused(); }
   // AdamW's step count (of the first parameter) as a checkpoint saves it: the updates applied.
   int64_t adamw_step_count();
   int world_size() const { return env_.world_size; }
@@ -166,9 +170,6 @@ class Trainer {
   void log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress);
   bool stop_if_asked(const StepResult& r);
   void report_done() const;
-  void set_lr(double lr);
-  void optimizer_step(double lr, const torch::Tensor& found_inf);
-  void sync_fused_step_counts();  // device counts -> the optimizer state's host counts
   data::Batch next_batch();
   // train_step in parts: the batches, forward + backward, then one of the two exits of the update.
   struct StepSums {
@@ -199,17 +200,16 @@ class Trainer {
   std::unique_ptr<data::MlmLoader> loader_;
   std::unique_ptr<SyntheticBatches> synthetic_;
   std::vector<data::Batch> eval_batches_;
-  model::RoFormerForMaskedLM model_{nullptr};
-  std::unique_ptr<torch::optim::AdamW> optimizer_;  // holds the state (checkpointed) on every path
-  std::vector<torch::Tensor> params_;
+  model::RoFormerForMaskedLM model_{nullptr};    // the fp32 weights
+  model::RoFormerForMaskedLM compute_{nullptr};  // what the step runs: model_, or its bf16 copy (param_dtype bf16)
+  std::unique_ptr<AdamW> optimizer_;             // holds the state (checkpointed) on every path
+  std::vector<torch::Tensor> params_;            // model_'s parameters, the optimizer's order
   std::unique_ptr<LrSchedule> schedule_;
   MetricsWriter metrics_;
   std::optional<TensorBoardSink> tensorboard_;  // rank 0 with logging.tensorboard, from start_run on
   StepVariant variant_;
   bool sync_timings_ = false;
   bool sync_free_on_cpu_ = false;
-  bool fused_adamw_ = false;        // optimizer.fused: at::_fused_adamw_ on optimizer_'s state
-  std::unordered_map<void*, torch::Tensor> fused_steps_;  // per parameter: float step count on the device
   torch::Tensor nonfinite_;         // CUDA: sticky device flag, set by any non-finite step since the last sync
 
   int64_t step_ = 0;

@@ -212,116 +212,27 @@ void Trainer::setup_model_and_optimizer() {
                model_->num_parameters(), cfg_.model.num_layers, cfg_.model.hidden_size, cfg_.model.num_heads,
                config::effective_embedding_size(cfg_.model), cfg_.model.norm, cfg_.model.attention);
 
-  // AdamW with decoupled weight decay for Linear weights only; every option of every group is set.
-  const auto& o = cfg_.optimizer;
-  auto group_options = [&](double weight_decay) {
-    auto opts = std::make_unique<torch::optim::AdamWOptions>(o.lr);
-    opts->betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(weight_decay).amsgrad(false);
-    return opts;
-  };
-  auto decay = model_->decay_parameters(o.decay_embeddings);
-  auto no_decay = model_->no_decay_parameters(o.decay_embeddings);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, group_options(o.weight_decay));
-  groups.emplace_back(no_decay, group_options(0.0));
-  torch::optim::AdamWOptions defaults(o.lr);
-  defaults.betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(0.0);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(groups, defaults);
-  params_ = decay;
-  params_.insert(params_.end(), no_decay.begin(), no_decay.end());
+  // bf16 parameters: the step runs a bf16 copy and AdamW keeps model_ as the fp32 master weights.
+  compute_ = cfg_.train.param_dtype == "bf16" ? make_bf16_compute_model(model_) : model_;
+  optimizer_ = std::make_unique<AdamW>(model_, compute_, cfg_.optimizer);
+  params_ = optimizer_->params();
+  // The reducer sums the gradients of params_. With master weights they are the fp32 masters, which
+  // no backward reaches: finish() then all-reduces the accumulated fp32 gradients after the last
+  // micro-batch (no overlap with backward, but the sum over ranks in fp32).
   dist::GradientReducerOptions ro;
   ro.bucket_mb = cfg_.distributed.bucket_mb;
   reducer_ = dist::make_gradient_reducer(*group_, params_, ro);  // none for a world of one
-  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, o.lr, cfg_.train.steps);
-  fused_adamw_ = o.fused;  // the fused kernel exists for CUDA and CPU tensors
+  schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   if (const char* at_step = std::getenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP")) fault_nonfinite_step_ = std::atoll(at_step);
   if (const char* at_step = std::getenv("ROFORMER_FAULT_OOM_AT_STEP")) fault_oom_step_ = std::atoll(at_step);
 }
 
-// AdamW step. The portable path is torch::optim::AdamW. The fused path (optimizer.fused) runs
-// at::_fused_adamw_ once per parameter group (the groups differ in weight decay) on the very state
-// tensors of optimizer_, so checkpoints (optimizer.pt) are identical in format on both paths. The
-// kernel wants float step counts on the device: they mirror the host counts of the states (one
-// device tensor per parameter, built from the host count the first time, e.g. after a resume).
-// found_inf (float, 0/1, on the device; may be undefined) makes the kernel leave everything as is.
-void Trainer::optimizer_step(double lr, const torch::Tensor& found_inf) {
-  set_lr(lr);
-  if (!fused_adamw_) {
-    optimizer_->step();
-    return;
-  }
-  const auto device_opts = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
-  for (auto& group : optimizer_->param_groups()) {
-    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      auto& slot = optimizer_->state()[p.unsafeGetTensorImpl()];
-      if (!slot) {  // what torch::optim::AdamW does on a parameter's first step
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        slot = std::move(fresh);
-      }
-      auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
-      if (state.exp_avg().device() != p.device()) {  // loaded from a checkpoint onto the CPU
-        state.exp_avg(state.exp_avg().to(p.device()));
-        state.exp_avg_sq(state.exp_avg_sq().to(p.device()));
-      }
-      // The count lives on the device from here on (a skipped update must not count): the host
-      // count that optimizer.pt saves is brought in line by sync_fused_step_counts.
-      auto& device_step = fused_steps_[p.unsafeGetTensorImpl()];
-      if (!device_step.defined()) device_step = torch::full({}, static_cast<double>(state.step()), device_opts);
-      params.push_back(p);
-      grads.push_back(p.grad());
-      exp_avgs.push_back(state.exp_avg());
-      exp_avg_sqs.push_back(state.exp_avg_sq());
-      steps.push_back(device_step);
-    }
-    if (params.empty()) continue;
-    torch::_foreach_add_(steps, 1);
-    const auto [beta1, beta2] = o.betas();
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(), beta1, beta2,
-                      o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt,
-                      found_inf.defined() ? std::optional<torch::Tensor>(found_inf) : std::nullopt);
-    if (found_inf.defined()) torch::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), found_inf));
-  }
-}
-
-// The fused path counts AdamW steps on the device only, where an update skipped for a non-finite
-// gradient (found_inf) does not count. Before anything reads the host counts (a checkpoint save),
-// they take the device values: one read-back of all of them.
-void Trainer::sync_fused_step_counts() {
-  if (fused_steps_.empty()) return;
-  std::vector<void*> keys;
-  std::vector<torch::Tensor> counts;
-  for (const auto& [key, count] : fused_steps_) {
-    keys.push_back(key);
-    counts.push_back(count);
-  }
-  const auto host = torch::stack(counts).to(torch::kCPU, torch::kFloat64).contiguous();
-  const double* value = host.data_ptr<double>();
-  for (size_t i = 0; i < keys.size(); ++i)
-    static_cast<torch::optim::AdamWParamState&>(*optimizer_->state().at(keys[i])).step(std::llround(value[i]));
-}
-
-int64_t Trainer::adamw_step_count() {
-  sync_fused_step_counts();
-  if (params_.empty() || !optimizer_->state().count(params_.front().unsafeGetTensorImpl())) return 0;
-  return static_cast<torch::optim::AdamWParamState&>(*optimizer_->state().at(params_.front().unsafeGetTensorImpl()))
-      .step();
-}
-
-void Trainer::set_lr(double lr) {
-  for (auto& group : optimizer_->param_groups())
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-}
+int64_t Trainer::adamw_step_count() { return optimizer_->step_count(); }
 
 // Collective in a data-parallel run (Checkpointer::save).
 void Trainer::save_checkpoint(const std::string& reason) {
   const SaveInProgress saving;  // a second stop signal now waits for the save
-  sync_fused_step_counts();
+  optimizer_->sync_step_counts();
   TrainerState state;
   state.step = step_;
   state.tokens_seen = tokens_seen_;
@@ -343,7 +254,7 @@ void Trainer::save_checkpoint(const std::string& reason) {
 }
 
 CheckpointContents Trainer::checkpoint_contents() {
-  return {model_, optimizer_.get(), &cfg_, &*tokenizer_, metrics_.path(), params_};
+  return {model_, &optimizer_->torch_optimizer(), &cfg_, &*tokenizer_, metrics_.path(), params_};
 }
 
 // Every rank reads the same checkpoint; the loop's own state comes back from its trainer_state.json.
@@ -409,10 +320,10 @@ StepResult Trainer::train_step(bool host_sync) {
   const std::vector<data::Batch> micro = step_batches(r);
   clock.end(r.timings.data);
   const bool fp16 = cfg_.train.precision == "fp16";
-  r.synced = host_sync || r.stop || (!device_.is_cuda() && !sync_free_on_cpu_) || fp16 || !fused_adamw_;
+  r.synced = host_sync || r.stop || (!device_.is_cuda() && !sync_free_on_cpu_) || fp16 || !optimizer_->fused();
   const StepSums sums = forward_backward(micro, r, clock, abandonable);
   if (r.abandoned) {
-    for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+    optimizer_->zero_grad();
     loader_->restore(*loader_start);
     set_rng_states(rng_start);
     return r;
@@ -474,11 +385,11 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
     auto labels = b.pred_labels.to(device_, cuda);
     torch::Tensor logits;
     {
-      model::AutocastScope autocast(device_.type(), cfg_.train.precision);
+      model::AutocastScope autocast(device_.type(), config::autocast_precision(cfg_));
       if (variant_.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
-        logits = model_->forward(ids, mask).view({-1, model_->options().vocab_size()}).index_select(0, pos);
+        logits = compute_->forward(ids, mask).view({-1, model_->options().vocab_size()}).index_select(0, pos);
       else
-        logits = model_->forward_sparse(ids, mask, pos);  // (P, V)
+        logits = compute_->forward_sparse(ids, mask, pos);  // (P, V)
     }
     auto ce = torch::nn::functional::cross_entropy(
         logits.to(torch::kFloat32), labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
@@ -486,6 +397,7 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
     (ce * (inv_pred * scale)).backward();
     sums.loss += ce.detach().to(torch::kFloat64);
     sums.correct += logits.detach().argmax(-1).eq(labels).sum().to(torch::kFloat64);
+    optimizer_->accumulate_gradients();  // bf16 parameters: into the fp32 gradients of the masters
     clock.end(r.timings.backward);
   }
   if (reducer_) reducer_->finish();  // .grad now holds the sum over ranks, identical on every rank
@@ -511,8 +423,8 @@ void Trainer::update_unsynced(std::vector<torch::Tensor>& grads, const torch::Te
   nonfinite_ = nonfinite_.defined() ? torch::maximum(nonfinite_, bad) : bad;
   if (cfg_.optimizer.grad_clip > 0 && !grads.empty())
     torch::_foreach_mul_(grads, (cfg_.optimizer.grad_clip / (norm + 1e-6)).clamp_max(1.0));
-  optimizer_step(schedule_->lr(step_), nonfinite_);
-  optimizer_->zero_grad(true);
+  optimizer_->step(schedule_->lr(step_), nonfinite_);
+  optimizer_->zero_grad();
 }
 
 // The synced exit: one read-back of the norm, loss and accuracy (of the global batch), then a
@@ -533,7 +445,7 @@ void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tens
   }
   const bool fp16 = cfg_.train.precision == "fp16";
   if (!r.finite) {
-    optimizer_->zero_grad(true);
+    optimizer_->zero_grad();
     if (fp16) {  // dynamic loss scaling: skip the step, halve the scale
       r.skipped = true;
       loss_scale_ = std::max(1.0, loss_scale_ * 0.5);
@@ -543,8 +455,8 @@ void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tens
   }
   if (cfg_.optimizer.grad_clip > 0 && r.grad_norm > cfg_.optimizer.grad_clip)
     torch::_foreach_mul_(grads, cfg_.optimizer.grad_clip / (r.grad_norm + 1e-6));
-  optimizer_step(schedule_->lr(step_), torch::Tensor());
-  optimizer_->zero_grad(true);
+  optimizer_->step(schedule_->lr(step_), torch::Tensor());
+  optimizer_->zero_grad();
   if (fp16 && ++good_steps_ % 2000 == 0) loss_scale_ *= 2.0;
 }
 
@@ -553,8 +465,8 @@ void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tens
 // float64 rounding of the loss sum) in 1/W of the time.
 void Trainer::run_eval() {
   if (eval_batches_.empty()) return;
-  const EvalResult r = sum_over_ranks(*group_, evaluate_mlm(model_, dist::rank_share(*group_, eval_batches_), device_,
-                                                            cfg_.train.precision));
+  const EvalResult r = sum_over_ranks(*group_, evaluate_mlm(compute_, dist::rank_share(*group_, eval_batches_), device_,
+                                                            config::autocast_precision(cfg_)));
   last_eval_ = r;  // seconds: this rank's wall time
   if (!main_rank()) return;
   if (r.n_predicted == 0) {  // metrics over no predictions are no result: none is recorded
@@ -672,10 +584,12 @@ void Trainer::start_run() {
   checkpointer_ = std::make_unique<Checkpointer>(ckpt_dir_, cfg_.checkpoint.keep_last, *group_, env_.rank, world_size());
   if (init_) load_init_weights(*init_, *model_);
   dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
+  optimizer_->loaded();  // bf16 parameters: the compute model takes the weights
   if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
   if (main_rank()) metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
   if (!resume_dir_.empty()) {
     load_checkpoint(resume_dir_);
+    optimizer_->loaded();
     if (main_rank()) metrics_ = MetricsWriter(metrics_.path());  // reopen after the file was replaced
     // The same path may still hold other bytes on another node.
     const auto agreement = dist::check_parameters_agree(*group_, params_);

@@ -456,6 +456,47 @@ TEST_F(TrainTest, Bf16AutocastOnCpuTrains) {
   EXPECT_NE(r.output.find("precision bf16"), std::string::npos);
 }
 
+// bf16 parameters with fp32 master weights: the run trains, its checkpoints hold the fp32 masters
+// (so export and --init-from see fp32 weights), a resume continues bit for bit (the bf16 copy is
+// rebuilt from the masters), and the checkpoint resumes under autocast too (the format is one).
+TEST_F(TrainTest, Bf16ParametersResumeBitForBitFromFp32Masters) {
+  const std::string bf16 = "--set train.precision=bf16 --set train.param_dtype=bf16";
+  auto a = train("pa", bf16);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto ma = metrics("pa");
+  ASSERT_EQ(ma.size(), 12u);
+  EXPECT_LT(ma[12]["loss"].get<double>(), ma[1]["loss"].get<double>());  // it trains
+  const auto weights = roformer::core::load_safetensors(ckpt("pa", 12) + "/model.safetensors");
+  ASSERT_FALSE(weights.empty());
+  for (const auto& [name, t] : weights) EXPECT_EQ(t.scalar_type(), torch::kFloat32) << name;
+  // Masters, not rounded copies: most values are not representable in bf16.
+  const auto& w = weights.at("roformer.encoder.layer.0.attention.self.query.weight");
+  EXPECT_GT(w.ne(w.to(torch::kBFloat16).to(torch::kFloat32)).to(torch::kFloat32).mean().item<double>(), 0.9);
+
+  fs::copy(tmp_.str("pa"), tmp_.str("pb"), fs::copy_options::recursive);
+  roformer::core::remove_tree(ckpt("pb", 12));
+  auto b = run_roformer("train --run-dir " + tmp_.str("pb") + " --resume auto");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("resumed from " + ckpt("pb", 6) + " at step 6"), std::string::npos) << b.output;
+  auto mb = metrics("pb");
+  for (int64_t s = 7; s <= 12; ++s) {
+    EXPECT_EQ(ma[s]["loss"].dump(), mb[s]["loss"].dump()) << "step " << s;
+    EXPECT_EQ(ma[s]["grad_norm"].dump(), mb[s]["grad_norm"].dump()) << "step " << s;
+  }
+  EXPECT_EQ(metrics("pa", "eval")[12]["loss"].dump(), metrics("pb", "eval")[12]["loss"].dump());
+  EXPECT_EQ(roformer::core::file_checksum(ckpt("pa", 12) + "/model.safetensors"),
+            roformer::core::file_checksum(ckpt("pb", 12) + "/model.safetensors"));
+
+  fs::copy(tmp_.str("pa"), tmp_.str("pc"), fs::copy_options::recursive);
+  roformer::core::remove_tree(ckpt("pc", 12));
+  auto c = run_roformer("train --run-dir " + tmp_.str("pc") + " --resume auto --set train.param_dtype=fp32");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("resume: applying train.param_dtype: bf16 -> fp32; the run is no longer an exact "
+                          "continuation"), std::string::npos) << c.output;
+  const double lb = mb[12]["loss"].get<double>(), lc = metrics("pc")[12]["loss"].get<double>();
+  EXPECT_NEAR(lc, lb, 0.05 * lb);  // autocast from the same masters: close, not equal
+}
+
 TEST_F(TrainTest, MissingTrainingFileIsAClearError) {
   auto r = train("m", "--set data.train_files=[" + tmp_.str("nope.txt") + "] --set tokenizer.model=");
   EXPECT_EQ(r.exit_code, 1);

@@ -146,6 +146,12 @@ TEST(Config, CrossFieldChecks) {
       << msg9;
   auto msg10 = error_of([] { parse_config("", {"distributed.timeout_s=0"}); });
   EXPECT_NE(msg10.find("distributed.timeout_s = 0 is out of range"), std::string::npos) << msg10;
+  auto msg11 = error_of([] { parse_config("", {"train.precision=fp32", "train.param_dtype=bf16"}); });
+  EXPECT_NE(msg11.find("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is fp32)"),
+            std::string::npos) << msg11;
+  EXPECT_EQ(parse_config("", {"train.param_dtype=bf16"}).train.param_dtype, "bf16");  // precision bf16 by default
+  auto msg12 = error_of([] { parse_config("", {"train.param_dtype=fp16"}); });
+  EXPECT_NE(msg12.find("train.param_dtype"), std::string::npos) << msg12;
 }
 
 TEST(Config, MissingFileSaysWhereConfigsAre) {
