@@ -26,6 +26,7 @@
 #include "train/checkpointer.h"
 #include "train/evaluate.h"
 #include "train/init_from.h"
+#include "train/loss_scaler.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
@@ -214,8 +215,7 @@ class Trainer {
 
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
-  double loss_scale_ = 65536.0;  // fp16 dynamic loss scaling
-  int64_t good_steps_ = 0;
+  LossScaler scaler_;  // fp16: dynamic loss scaling; otherwise a factor of 1
   int64_t fault_nonfinite_step_ = -1;  // ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP (tests only)
   int64_t fault_oom_step_ = -1;        // ROFORMER_FAULT_OOM_AT_STEP (tests only)
   std::optional<EvalResult> last_eval_;

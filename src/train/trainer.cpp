@@ -86,7 +86,7 @@ std::string nonfinite_resume_advice(const std::string& ckpt_dir, const std::stri
 
 Trainer::Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin)
     : cfg_(std::move(config)), run_dir_(std::move(run_dir)), resume_dir_(std::move(resume_dir)),
-      config_origin_(std::move(config_origin)) {}
+      config_origin_(std::move(config_origin)), scaler_(cfg_.train.precision == "fp16") {}
 
 Trainer::~Trainer() = default;
 
@@ -241,8 +241,8 @@ void Trainer::save_checkpoint(const std::string& reason) {
   state.loader_position = loader_state.position;
   state.world_size = world_size();
   state.global_batch_size = global_batch();
-  state.loss_scale = loss_scale_;
-  state.good_steps = good_steps_;
+  state.loss_scale = scaler_.state_scale();
+  state.good_steps = scaler_.good_steps();
   state.tokenizer_fingerprint = tokenizer_->fingerprint();
   state.num_parameters = model_->num_parameters();
   state.reason = reason;
@@ -273,8 +273,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
                  "to continue with the same batch", global_batch, cfg_.train.batch_size, cfg_.train.grad_accum,
                  world_size(), saved_global_batch);
   tokens_seen_ = state.tokens_seen;
-  loss_scale_ = state.loss_scale;
-  good_steps_ = state.good_steps;
+  scaler_.restore(state.loss_scale, state.good_steps);
   data::LoaderState ls;
   ls.epoch = state.loader_epoch;
   ls.position = state.loader_position;
@@ -319,8 +318,8 @@ StepResult Trainer::train_step(bool host_sync) {
   }
   const std::vector<data::Batch> micro = step_batches(r);
   clock.end(r.timings.data);
-  const bool fp16 = cfg_.train.precision == "fp16";
-  r.synced = host_sync || r.stop || (!device_.is_cuda() && !sync_free_on_cpu_) || fp16 || !optimizer_->fused();
+  r.synced = host_sync || r.stop || (!device_.is_cuda() && !sync_free_on_cpu_) || scaler_.dynamic() ||
+             !optimizer_->fused();
   const StepSums sums = forward_backward(micro, r, clock, abandonable);
   if (r.abandoned) {
     optimizer_->zero_grad();
@@ -365,7 +364,7 @@ std::vector<data::Batch> Trainer::step_batches(StepResult& r) {
 Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
                                             bool abandon_on_stop) {
   const bool cuda = device_.is_cuda();
-  const double scale = cfg_.train.precision == "fp16" ? loss_scale_ : 1.0;
+  const double scale = scaler_.scale();
   const double inv_pred = r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0;
   auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
   StepSums sums{torch::zeros({}, acc_opts), torch::zeros({}, acc_opts)};
@@ -409,8 +408,7 @@ std::vector<torch::Tensor> Trainer::unscaled_gradients() {
   std::vector<torch::Tensor> grads;
   for (auto& p : params_)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (cfg_.train.precision == "fp16")
-    for (auto& g : grads) g.mul_(1.0 / loss_scale_);
+  scaler_.unscale(grads);
   // Fault injection for the tests (tests/gpu): a non-finite gradient at one step (fp16: an overflow).
   if (!grads.empty() && fault_nonfinite_step_ == step_ + 1) grads.front().fill_(INFINITY);
   return grads;
@@ -443,21 +441,16 @@ void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tens
     r.finite = false;
     r.nonfinite_earlier = true;
   }
-  const bool fp16 = cfg_.train.precision == "fp16";
   if (!r.finite) {
     optimizer_->zero_grad();
-    if (fp16) {  // dynamic loss scaling: skip the step, halve the scale
-      r.skipped = true;
-      loss_scale_ = std::max(1.0, loss_scale_ * 0.5);
-      good_steps_ = 0;
-    }
+    r.skipped = scaler_.update(false);  // fp16: skipped, the scale halved; otherwise the run stops (check_finite)
     return;
   }
   if (cfg_.optimizer.grad_clip > 0 && r.grad_norm > cfg_.optimizer.grad_clip)
     torch::_foreach_mul_(grads, cfg_.optimizer.grad_clip / (r.grad_norm + 1e-6));
   optimizer_->step(schedule_->lr(step_), torch::Tensor());
   optimizer_->zero_grad();
-  if (fp16 && ++good_steps_ % 2000 == 0) loss_scale_ *= 2.0;
+  scaler_.update(true);
 }
 
 // Data parallel: each rank evaluates every W-th batch of the fixed validation set and the sums are
@@ -631,7 +624,7 @@ void Trainer::log_step(const StepResult& r, MetricsWindow& window, ProgressRepor
               {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
               {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step}, {"tokens_seen", tokens_seen_},
               {"data_wait_s", r.timings.data}};
-  if (cfg_.train.precision == "fp16") rec["loss_scale"] = loss_scale_;
+  if (scaler_.dynamic()) rec["loss_scale"] = scaler_.scale();
   if (const auto mfu = model_flops_utilization(r.n_pred, ps.ms_per_step)) rec["mfu"] = *mfu;
   record(rec);
 }
@@ -722,7 +715,7 @@ int Trainer::run() {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!r.finite && !r.skipped) progress.clear();
     check_finite(r, last_synced);
-    if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", step_ + 1, loss_scale_);
+    if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", step_ + 1, scaler_.scale());
     ++step_;
     tokens_seen_ += r.tokens;
     if (r.synced) last_synced = step_;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "train/loss_scaler.h"
 #include "train/memory_check.h"
 #include "train/optimizer.h"
 #include "train_step_util.h"
@@ -277,3 +278,41 @@ TEST(MasterWeights, MemoryEstimateCountsTheBf16Copy) {
   EXPECT_DOUBLE_EQ(bf16.activation_bytes, fp32.activation_bytes);
 }
 
+// ---- loss scaling -----------------------------------------------------------------------------------
+
+// fp32 and bf16: a factor of 1 that never skips (a non-finite step stops the run instead).
+TEST(LossScaler, FixedFactorOfOneScalesNothing) {
+  roformer::train::LossScaler s(/*dynamic=*/false);
+  EXPECT_FALSE(s.dynamic());
+  EXPECT_EQ(s.scale(), 1.0);
+  auto g = torch::full({3}, 6.0);
+  s.unscale({g});
+  EXPECT_TRUE(torch::equal(g, torch::full({3}, 6.0)));
+  EXPECT_FALSE(s.update(false));
+  EXPECT_EQ(s.scale(), 1.0);
+}
+
+// fp16: starts at 2^16, a non-finite step is skipped and halves it (never below 1), every 2000th
+// finite step in a row doubles it; the state round-trips through restore (checkpoints).
+TEST(LossScaler, DynamicScalingHalvesOnOverflowAndDoublesAfter2000GoodSteps) {
+  roformer::train::LossScaler s(/*dynamic=*/true);
+  EXPECT_EQ(s.scale(), 65536.0);
+  auto g = torch::full({2}, 65536.0);
+  s.unscale({g});
+  EXPECT_TRUE(torch::equal(g, torch::ones({2})));
+  EXPECT_TRUE(s.update(false));
+  EXPECT_EQ(s.scale(), 32768.0);
+  for (int i = 0; i < 1999; ++i) EXPECT_FALSE(s.update(true));
+  EXPECT_EQ(s.scale(), 32768.0);
+  EXPECT_FALSE(s.update(true));
+  EXPECT_EQ(s.scale(), 65536.0);
+  EXPECT_EQ(s.good_steps(), 2000);
+  for (int i = 0; i < 40; ++i) s.update(false);
+  EXPECT_EQ(s.scale(), 1.0);
+  EXPECT_EQ(s.good_steps(), 0);
+  roformer::train::LossScaler r(true);
+  r.restore(512.0, 1999);
+  EXPECT_EQ(r.scale(), 512.0);
+  r.update(true);
+  EXPECT_EQ(r.scale(), 1024.0);
+}
