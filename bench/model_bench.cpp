@@ -73,14 +73,9 @@ int main(int argc, char** argv) {
   if (a.threads > 0) torch::set_num_threads(static_cast<int>(a.threads));
   torch::manual_seed(0);
   const int64_t n_pred = std::max<int64_t>(1, (a.batch * a.seq * 15) / 100);  // 15% masking
-  auto base = RoFormerOptions()
-                  .vocab_size(a.vocab)
-                  .hidden_size(768)
-                  .num_layers(a.layers)
-                  .num_heads(12)
-                  .intermediate_size(3072)
-                  .embedding_size(768)
-                  .max_position_embeddings(std::max<int64_t>(512, a.seq));
+  roformer::config::ModelConfig base;  // RoFormer-base: H 768, 12 heads, I 3072
+  base.num_layers = a.layers;
+  base.max_position_embeddings = std::max<int64_t>(512, a.seq);
   auto ids = torch::randint(0, a.vocab, {a.batch, a.seq}, torch::kLong);
   auto positions = torch::randperm(a.batch * a.seq, torch::kLong).narrow(0, 0, n_pred);  // (P,)
   auto labels = torch::randint(0, a.vocab, {n_pred}, torch::kLong);
@@ -97,7 +92,8 @@ int main(int argc, char** argv) {
     bool sparse;
   };
   for (const Variant v : {Variant{"elementwise", true}, Variant{"matrix", true}, Variant{"elementwise", false}}) {
-    auto options = RoFormerOptions(base).rotary_impl(v.rotary);
+    auto options = RoFormerOptions(base, a.vocab);
+    options.kernels().rotary = *roformer::model::rotary_impl_named(v.rotary);
     torch::manual_seed(0);
     RoFormerForMaskedLM model(options);
     model->train();

@@ -114,17 +114,16 @@ int run_train(const std::string& out_dir, int64_t steps, int64_t accum, double b
   // Ranks initialize differently on purpose (rank 0 like the single process); the broadcast below
   // makes every rank start from rank 0's values.
   torch::manual_seed(1234 + static_cast<uint64_t>(r));
-  auto options = roformer::model::RoFormerOptions()
-                     .vocab_size(kVocab)
-                     .hidden_size(32)
-                     .embedding_size(32)
-                     .num_layers(2)
-                     .num_heads(2)
-                     .intermediate_size(64)
-                     .max_position_embeddings(kSeqLen)
-                     .hidden_dropout(0.0)
-                     .attention_dropout(0.0);
-  roformer::model::RoFormerForMaskedLM model(options);
+  roformer::config::ModelConfig m;
+  m.hidden_size = 32;
+  m.embedding_size = 32;
+  m.num_layers = 2;
+  m.num_heads = 2;
+  m.intermediate_size = 64;
+  m.max_position_embeddings = kSeqLen;
+  m.hidden_dropout = 0.0;
+  m.attention_dropout = 0.0;
+  roformer::model::RoFormerForMaskedLM model(roformer::model::RoFormerOptions(m, kVocab));
   auto params = model->parameters();
   dist::broadcast_parameters(group, params);
   dist::GradientReducer reducer(group, params, {bucket_mb});

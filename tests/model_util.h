@@ -2,22 +2,35 @@
 // 4 heads (D 8), 32 positions, no dropout, a wide initializer so that differences show.
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include "core/config.h"
 #include "model/options.h"
 
 namespace roformer::test {
 
-inline model::RoFormerOptions tiny_model_options() {
-  return model::RoFormerOptions()
-      .vocab_size(50)
-      .hidden_size(32)
-      .num_layers(2)
-      .num_heads(4)
-      .intermediate_size(48)
-      .embedding_size(32)
-      .max_position_embeddings(32)
-      .hidden_dropout(0.0)
-      .attention_dropout(0.0)
-      .initializer_range(0.1);
+inline config::ModelConfig tiny_model_config() {
+  config::ModelConfig m;
+  m.hidden_size = 32;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.intermediate_size = 48;
+  m.embedding_size = 32;
+  m.max_position_embeddings = 32;
+  m.hidden_dropout = 0.0;
+  m.attention_dropout = 0.0;
+  m.initializer_range = 0.1;
+  return m;
+}
+
+// The tiny model with config overrides applied, as `--set` applies them: {"model.norm=pre"}.
+inline model::RoFormerOptions tiny_model_options(const std::vector<std::string>& overrides = {},
+                                                 int64_t vocab_size = 50) {
+  config::Config c;
+  c.model = tiny_model_config();
+  for (const auto& o : overrides) config::apply_override(c, o);
+  return model::RoFormerOptions(c.model, vocab_size);
 }
 
 }  // namespace roformer::test

@@ -66,7 +66,8 @@ struct Field {
   std::string comment;
   std::string type;  // for the reference: int, float, bool, string, list
   Constraint constraint;
-  std::function<void(Config&, const YAML::Node&, const std::string& path)> set;
+  std::function<void(Config&, const YAML::Node&, const std::string& path)> set;  // parsed, checked, assigned
+  std::function<void(const Config&)> check;       // throws when the value is out of range or choices
   std::function<std::string(const Config&)> get;  // YAML text of the value
   std::function<ConfigValue(const Config&)> value;
   std::string path() const { return section + "." + key; }
@@ -184,19 +185,110 @@ std::string format_value(const T& v) {
   }
 }
 
+// The names of each enumerated setting, in the order `roformer config defaults` lists them: the
+// one place a name is spelled.
+template <class E>
+const std::vector<std::pair<E, const char*>>& enum_names();
+template <>
+const std::vector<std::pair<Position, const char*>>& enum_names() {
+  static const std::vector<std::pair<Position, const char*>> names = {
+      {Position::kRotary, "rotary"}, {Position::kAbsolute, "absolute"}, {Position::kNone, "none"}};
+  return names;
+}
+template <>
+const std::vector<std::pair<Norm, const char*>>& enum_names() {
+  static const std::vector<std::pair<Norm, const char*>> names = {{Norm::kPost, "post"}, {Norm::kPre, "pre"}};
+  return names;
+}
+template <>
+const std::vector<std::pair<Attention, const char*>>& enum_names() {
+  static const std::vector<std::pair<Attention, const char*>> names = {{Attention::kSoftmax, "softmax"},
+                                                                       {Attention::kLinear, "linear"}};
+  return names;
+}
+template <>
+const std::vector<std::pair<Activation, const char*>>& enum_names() {
+  static const std::vector<std::pair<Activation, const char*>> names = {
+      {Activation::kGelu, "gelu"}, {Activation::kGeluTanh, "gelu_tanh"}, {Activation::kRelu, "relu"}};
+  return names;
+}
+template <>
+const std::vector<std::pair<Precision, const char*>>& enum_names() {
+  static const std::vector<std::pair<Precision, const char*>> names = {
+      {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
+  return names;
+}
+template <>
+const std::vector<std::pair<ParamDtype, const char*>>& enum_names() {
+  static const std::vector<std::pair<ParamDtype, const char*>> names = {{ParamDtype::kFp32, "fp32"},
+                                                                        {ParamDtype::kBf16, "bf16"}};
+  return names;
+}
+
+template <class E>
+std::string enum_name(E value) {
+  for (const auto& [v, name] : enum_names<E>())
+    if (v == value) return name;
+  return "?";  // unreachable: every enumerator has a name
+}
+
+template <class E>
+std::vector<std::string> enum_choices() {
+  std::vector<std::string> out;
+  for (const auto& [v, name] : enum_names<E>()) out.push_back(name);
+  return out;
+}
+
 template <class T>
 const char* type_name() {
   if constexpr (std::is_same_v<T, std::vector<std::string>>) return "list";
-  else if constexpr (std::is_same_v<T, std::string>) return "string";
+  else if constexpr (std::is_same_v<T, std::string> || std::is_enum_v<T>) return "string";
   else if constexpr (std::is_same_v<T, bool>) return "bool";
   else if constexpr (std::is_same_v<T, double>) return "float";
   else return "int";
+}
+
+// A value read from YAML: an enumerated setting is read as its name.
+template <class T>
+T parse_field(const YAML::Node& node, const std::string& path, const Constraint& constraint) {
+  if constexpr (std::is_enum_v<T>) {
+    const std::string name = parse_value<std::string>(node, path);
+    for (const auto& [v, n] : enum_names<T>())
+      if (name == n) return v;
+    throw Error(fmt::format("config key {} = '{}' is not allowed: choose one of {}", path, name,
+                            fmt::join(constraint.choices, ", ")));
+  } else {
+    return parse_value<T>(node, path);
+  }
+}
+
+template <class T>
+std::string format_field(const T& v) {
+  if constexpr (std::is_enum_v<T>) return quote_if_needed(enum_name(v));
+  else return format_value(v);
+}
+
+// Throws when `value` is outside the field's range or choices.
+template <class T>
+void check_allowed(const T& value, const Constraint& constraint, const std::string& path) {
+  if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+    if (!constraint.allows(static_cast<double>(value)))
+      throw Error(fmt::format("config key {} = {} is out of range: allowed {}", path, format_value(value),
+                              constraint.describe()));
+  }
+  if constexpr (std::is_same_v<T, std::string>) {
+    const auto& ch = constraint.choices;
+    if (!ch.empty() && std::find(ch.begin(), ch.end(), value) == ch.end())
+      throw Error(fmt::format("config key {} = '{}' is not allowed: choose one of {}", path, value,
+                              fmt::join(ch, ", ")));
+  }
 }
 
 template <class Accessor>
 void add(std::vector<Field>& fields, const char* section, const char* key, Accessor access,
          const char* comment, Constraint constraint = {}) {
   using T = std::decay_t<decltype(access(std::declval<Config&>()))>;
+  if constexpr (std::is_enum_v<T>) constraint.choices = enum_choices<T>();
   Field f;
   f.section = section;
   f.key = key;
@@ -204,24 +296,19 @@ void add(std::vector<Field>& fields, const char* section, const char* key, Acces
   f.type = type_name<T>();
   f.constraint = constraint;
   f.set = [access, constraint](Config& c, const YAML::Node& node, const std::string& path) {
-    T value = parse_value<T>(node, path);
-    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
-      if (!constraint.allows(static_cast<double>(value)))
-        throw Error(fmt::format("config key {} = {} is out of range: allowed {}", path,
-                                format_value(value), constraint.describe()));
-    }
-    if constexpr (std::is_same_v<T, std::string>) {
-      const auto& ch = constraint.choices;
-      if (!ch.empty() && std::find(ch.begin(), ch.end(), value) == ch.end()) {
-        std::string list;
-        for (const auto& c2 : ch) list += (list.empty() ? "" : ", ") + c2;
-        throw Error(fmt::format("config key {} = '{}' is not allowed: choose one of {}", path, value, list));
-      }
-    }
+    T value = parse_field<T>(node, path, constraint);
+    check_allowed(value, constraint, path);
     access(c) = std::move(value);
   };
-  f.get = [access](const Config& c) { return format_value(access(const_cast<Config&>(c))); };
-  f.value = [access](const Config& c) { return ConfigValue(access(const_cast<Config&>(c))); };
+  f.check = [access, constraint, path = f.path()](const Config& c) {
+    check_allowed(access(const_cast<Config&>(c)), constraint, path);
+  };
+  f.get = [access](const Config& c) { return format_field(access(const_cast<Config&>(c))); };
+  f.value = [access](const Config& c) {
+    const auto& v = access(const_cast<Config&>(c));
+    if constexpr (std::is_enum_v<T>) return ConfigValue(enum_name(v));
+    else return ConfigValue(v);
+  };
   fields.push_back(std::move(f));
 }
 
@@ -243,8 +330,7 @@ std::vector<Field> build_fields() {
                  at_least(1));
   ROFORMER_FIELD(model, position,
                  "rotary: RoPE in every attention layer; absolute: learned position embeddings added to the word "
-                 "embeddings (BERT); none: no position information (a control)",
-                 one_of({"rotary", "absolute", "none"}));
+                 "embeddings (BERT); none: no position information (a control)");
   ROFORMER_FIELD(model, type_vocab_size, "Token-type embeddings (Hugging Face default 2); 0 disables",
                  at_least(0));
   ROFORMER_FIELD(model, hidden_dropout, "Dropout on embeddings and sublayer outputs", unit_interval_open_right());
@@ -253,11 +339,9 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(model, initializer_range, "Std of the normal weight initialization", positive());
   ROFORMER_FIELD(model, rotary_base, "Rotary base: theta_i = base^(-2i/D)", positive());
   ROFORMER_FIELD(model, rotary_value, "Also apply the rotary embedding to the values");
-  ROFORMER_FIELD(model, norm, "post: LayerNorm after each residual (BERT, Hugging Face); pre: before, plus a final LayerNorm",
-                 one_of({"post", "pre"}));
-  ROFORMER_FIELD(model, attention, "softmax: scaled dot-product attention; linear: the paper's elu+1 linear attention",
-                 one_of({"softmax", "linear"}));
-  ROFORMER_FIELD(model, hidden_act, "Feed-forward activation", one_of({"gelu", "gelu_tanh", "relu"}));
+  ROFORMER_FIELD(model, norm, "post: LayerNorm after each residual (BERT, Hugging Face); pre: before, plus a final LayerNorm");
+  ROFORMER_FIELD(model, attention, "softmax: scaled dot-product attention; linear: the paper's elu+1 linear attention");
+  ROFORMER_FIELD(model, hidden_act, "Feed-forward activation");
   ROFORMER_FIELD(model, gradient_checkpointing, "Recompute each layer in backward to save activation memory");
   // tokenizer
   ROFORMER_FIELD(tokenizer, model, "Existing SentencePiece .model to use; empty trains one into RUN_DIR/tokenizer");
@@ -306,13 +390,11 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(train, steps, "Optimizer steps", at_least(1));
   ROFORMER_FIELD(train, batch_size, "Sequences per micro-batch", at_least(1));
   ROFORMER_FIELD(train, grad_accum, "Micro-batches per optimizer step", at_least(1));
-  ROFORMER_FIELD(train, precision, "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, CUDA only)",
-                 one_of({"fp32", "bf16", "fp16"}));
+  ROFORMER_FIELD(train, precision, "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, CUDA only)");
   ROFORMER_FIELD(train, param_dtype,
                  "Dtype the step computes with: fp32 (parameters fp32; bf16 runs under autocast), or bf16 (with "
                  "precision bf16: parameters, activations and residual stream bf16 without autocast; the optimizer "
-                 "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters)",
-                 one_of({"fp32", "bf16"}));
+                 "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters)");
   ROFORMER_FIELD(train, device, "auto (CUDA when available), cpu, cuda or cuda:N");
   ROFORMER_FIELD(train, seed, "Seed of initialization, data order, masking and dropout", at_least(0));
   ROFORMER_FIELD(train, run_dir, "Directory for logs, metrics, checkpoints and the resolved config");
@@ -591,80 +673,105 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config_from_document(root, overrides, path);
 }
 
+std::string to_string(Position value) { return enum_name(value); }
+std::string to_string(Norm value) { return enum_name(value); }
+std::string to_string(Attention value) { return enum_name(value); }
+std::string to_string(Activation value) { return enum_name(value); }
+std::string to_string(Precision value) { return enum_name(value); }
+std::string to_string(ParamDtype value) { return enum_name(value); }
+
 namespace {
+
 // Far above any real step (the largest published ones hold a few million tokens), far below 2^63.
 constexpr int64_t kMaxSequencesPerStep = int64_t{1} << 31;
 constexpr int64_t kMaxTokensPerStep = int64_t{1} << 40;
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error("invalid config: " + msg); }
+
+// Every field of `section` (every field: "") within its range and choices: a config built in code
+// is held to what the YAML loader enforces.
+void check_fields(const Config& c, const std::string& section) {
+  for (const auto& f : fields())
+    if (section.empty() || f.section == section) f.check(c);
+}
+
 }  // namespace
 
-void validate(const Config& c) {
-  auto fail = [](const std::string& msg) { throw Error("invalid config: " + msg); };
-  const auto& m = c.model;
+void validate_model(const ModelConfig& m) {
+  Config c;
+  c.model = m;
+  check_fields(c, "model");
   if (m.hidden_size % m.num_heads != 0)
-    fail(fmt::format("model.hidden_size ({}) must be divisible by model.num_heads ({})", m.hidden_size,
-                     m.num_heads));
+    invalid(fmt::format("model.hidden_size ({}) must be divisible by model.num_heads ({})", m.hidden_size,
+                        m.num_heads));
   if (head_dim(m) % 2 != 0)
-    fail(fmt::format("the head dimension model.hidden_size / model.num_heads = {} must be even (rotary "
-                     "embeddings rotate pairs of dimensions); change model.num_heads or model.hidden_size",
-                     head_dim(m)));
+    invalid(fmt::format("the head dimension model.hidden_size / model.num_heads = {} must be even (rotary "
+                        "embeddings rotate pairs of dimensions); change model.num_heads or model.hidden_size",
+                        head_dim(m)));
   if (m.embedding_size > m.hidden_size)
-    fail(fmt::format("model.embedding_size ({}) must be <= model.hidden_size ({}), or 0 to use hidden_size",
-                     m.embedding_size, m.hidden_size));
-  if (m.attention == "linear" && m.rotary_value)
-    fail("model.rotary_value is only supported with model.attention: softmax");
-  if (m.position != "rotary" && m.rotary_value)
-    fail("model.rotary_value needs model.position: rotary (got " + m.position + "); set model.rotary_value: false");
+    invalid(fmt::format("model.embedding_size ({}) must be <= model.hidden_size ({}), or 0 to use hidden_size",
+                        m.embedding_size, m.hidden_size));
+  if (m.attention == Attention::kLinear && m.rotary_value)
+    invalid("model.rotary_value is only supported with model.attention: softmax");
+  if (m.position != Position::kRotary && m.rotary_value)
+    invalid("model.rotary_value needs model.position: rotary (got " + to_string(m.position) +
+            "); set model.rotary_value: false");
   if (m.vocab_size != 0 && m.vocab_size < 6)
-    fail(fmt::format("model.vocab_size ({}) must leave room for the 5 special tokens; use 0 to take it from "
-                     "the tokenizer", m.vocab_size));
-  if (c.data.max_seq_len > m.max_position_embeddings)
-    fail(fmt::format("data.max_seq_len ({}) exceeds model.max_position_embeddings ({})", c.data.max_seq_len,
-                     m.max_position_embeddings));
+    invalid(fmt::format("model.vocab_size ({}) must leave room for the 5 special tokens; use 0 to take it from "
+                        "the tokenizer", m.vocab_size));
+}
+
+void validate(const Config& c) {
+  check_fields(c, "");
+  validate_model(c.model);
+  if (c.data.max_seq_len > c.model.max_position_embeddings)
+    invalid(fmt::format("data.max_seq_len ({}) exceeds model.max_position_embeddings ({})", c.data.max_seq_len,
+                        c.model.max_position_embeddings));
   const auto& k = c.masking;
   if (k.mask_token_rate + k.random_token_rate > 1.0 + 1e-12)
-    fail(fmt::format("masking.mask_token_rate + masking.random_token_rate = {} must be <= 1",
-                     k.mask_token_rate + k.random_token_rate));
+    invalid(fmt::format("masking.mask_token_rate + masking.random_token_rate = {} must be <= 1",
+                        k.mask_token_rate + k.random_token_rate));
   // A setting that predicts nothing trains on a loss of 0 and reports metrics over no predictions.
   // A sequence has at most max_seq_len - 2 positions to predict ([CLS] and [SEP] never are).
   const double maskable = static_cast<double>(c.data.max_seq_len - 2);
   if (k.exact_count && std::llround(k.mask_prob * maskable) < 1)
-    fail(fmt::format("masking.mask_prob {} chooses round({} x {}) = 0 positions of a sequence (masking.exact_count): "
-                     "nothing would be predicted; raise masking.mask_prob to at least {:.3g}",
-                     k.mask_prob, k.mask_prob, c.data.max_seq_len - 2, 0.5 / maskable));
+    invalid(fmt::format("masking.mask_prob {} chooses round({} x {}) = 0 positions of a sequence (masking.exact_count): "
+                        "nothing would be predicted; raise masking.mask_prob to at least {:.3g}",
+                        k.mask_prob, k.mask_prob, c.data.max_seq_len - 2, 0.5 / maskable));
   if (k.mask_prob * maskable * static_cast<double>(c.train.batch_size) < 0.5)
-    fail(fmt::format("masking.mask_prob {} predicts {:.2g} positions in a micro-batch of {} x {} tokens on average: "
-                     "most micro-batches would predict nothing; raise masking.mask_prob (or train.batch_size)",
-                     k.mask_prob, k.mask_prob * maskable * static_cast<double>(c.train.batch_size),
-                     c.train.batch_size, c.data.max_seq_len));
+    invalid(fmt::format("masking.mask_prob {} predicts {:.2g} positions in a micro-batch of {} x {} tokens on average: "
+                        "most micro-batches would predict nothing; raise masking.mask_prob (or train.batch_size)",
+                        k.mask_prob, k.mask_prob * maskable * static_cast<double>(c.train.batch_size),
+                        c.train.batch_size, c.data.max_seq_len));
   // Products of settings must fit in 64 bits with room for the world size (at most 2^20 ranks) and
   // the memory estimate: sequences and tokens of one optimizer step.
   int64_t sequences = 0, tokens = 0;
   if (__builtin_mul_overflow(c.train.batch_size, c.train.grad_accum, &sequences) || sequences > kMaxSequencesPerStep ||
       __builtin_mul_overflow(sequences, c.data.max_seq_len, &tokens) || tokens > kMaxTokensPerStep)
-    fail(fmt::format("train.batch_size x train.grad_accum x data.max_seq_len = {} x {} x {} tokens per optimizer step "
-                     "is beyond what a step can hold (at most {} sequences and {} tokens); lower train.grad_accum or "
-                     "train.batch_size",
-                     c.train.batch_size, c.train.grad_accum, c.data.max_seq_len, kMaxSequencesPerStep,
-                     kMaxTokensPerStep));
+    invalid(fmt::format("train.batch_size x train.grad_accum x data.max_seq_len = {} x {} x {} tokens per optimizer step "
+                        "is beyond what a step can hold (at most {} sequences and {} tokens); lower train.grad_accum or "
+                        "train.batch_size",
+                        c.train.batch_size, c.train.grad_accum, c.data.max_seq_len, kMaxSequencesPerStep,
+                        kMaxTokensPerStep));
   if (c.schedule.warmup_steps > c.train.steps)
-    fail(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", c.schedule.warmup_steps,
-                     c.train.steps));
+    invalid(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", c.schedule.warmup_steps,
+                        c.train.steps));
   if (c.schedule.min_lr > c.optimizer.lr)
-    fail(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", c.schedule.min_lr, c.optimizer.lr));
+    invalid(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", c.schedule.min_lr, c.optimizer.lr));
   const auto& dev = c.train.device;
   if (!(dev == "auto" || dev == "cpu" || dev == "cuda" || dev.rfind("cuda:", 0) == 0))
-    fail(fmt::format("train.device = '{}': use auto, cpu, cuda or cuda:N", dev));
-  if (dev == "cpu" && c.train.precision == "fp16")
-    fail("train.precision fp16 needs CUDA; use fp32 or bf16 with train.device: cpu");
-  if (c.train.param_dtype == "bf16" && c.train.precision != "bf16")
-    fail(fmt::format("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is {}); set "
-                     "train.precision: bf16, or train.param_dtype: fp32", c.train.precision));
-  if (c.train.run_dir.empty()) fail("train.run_dir must not be empty");
+    invalid(fmt::format("train.device = '{}': use auto, cpu, cuda or cuda:N", dev));
+  if (dev == "cpu" && c.train.precision == Precision::kFp16)
+    invalid("train.precision fp16 needs CUDA; use fp32 or bf16 with train.device: cpu");
+  if (c.train.param_dtype == ParamDtype::kBf16 && c.train.precision != Precision::kBf16)
+    invalid(fmt::format("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is {}); set "
+                        "train.precision: bf16, or train.param_dtype: fp32", to_string(c.train.precision)));
+  if (c.train.run_dir.empty()) invalid("train.run_dir must not be empty");
   if (c.distributed.backend == "nccl" && dev == "cpu")
-    fail("distributed.backend nccl needs CUDA but train.device is cpu; use distributed.backend: gloo (or auto)");
+    invalid("distributed.backend nccl needs CUDA but train.device is cpu; use distributed.backend: gloo (or auto)");
   if (c.distributed.backend == "gloo" && dev.rfind("cuda", 0) == 0)
-    fail(fmt::format("distributed.backend gloo is for CPU training but train.device is {}; use distributed.backend: "
-                     "nccl (or auto)", dev));
+    invalid(fmt::format("distributed.backend gloo is for CPU training but train.device is {}; use "
+                        "distributed.backend: nccl (or auto)", dev));
 }
 
 std::string to_yaml(const Config& config) {

@@ -14,6 +14,23 @@
 
 namespace roformer::config {
 
+// The enumerated settings. The config table (config.cpp) maps each to the name a config writes
+// ("rotary", "bf16"); to_string gives that name back. Code below the config compares enums.
+enum class Position { kRotary, kAbsolute, kNone };  // where position information enters the model
+enum class Norm { kPost, kPre };                     // LayerNorm after or before each residual block
+enum class Attention { kSoftmax, kLinear };
+enum class Activation { kGelu, kGeluTanh, kRelu };  // gelu (erf), gelu (tanh approximation), relu
+enum class Precision { kFp32, kBf16, kFp16 };        // fp32, or autocast to bf16 / fp16
+enum class ParamDtype { kFp32, kBf16 };              // the parameters the step computes with
+
+std::string to_string(Position value);
+std::string to_string(Norm value);
+std::string to_string(Attention value);
+std::string to_string(Activation value);
+std::string to_string(Precision value);
+std::string to_string(ParamDtype value);
+
+// The model's architecture; model::RoFormerOptions takes it as it is (docs/config.md).
 struct ModelConfig {
   int64_t vocab_size = 0;                 // 0: taken from the tokenizer
   int64_t hidden_size = 768;              // H
@@ -22,7 +39,7 @@ struct ModelConfig {
   int64_t intermediate_size = 3072;       // feed-forward inner size
   int64_t embedding_size = 0;             // E; 0: equal to hidden_size; E < H adds an E->H projection
   int64_t max_position_embeddings = 1536; // rows of the rotary sin/cos table or the absolute position table
-  std::string position = "rotary";       // rotary | absolute | none
+  Position position = Position::kRotary;  // rotary | absolute | none
   int64_t type_vocab_size = 2;            // token-type embeddings; 0 disables them
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
@@ -30,9 +47,9 @@ struct ModelConfig {
   double initializer_range = 0.02;
   double rotary_base = 10000.0;           // theta_i = base^(-2i/D)
   bool rotary_value = false;              // also rotate V
-  std::string norm = "post";              // post | pre
-  std::string attention = "softmax";      // softmax | linear
-  std::string hidden_act = "gelu";        // gelu | gelu_tanh | relu
+  Norm norm = Norm::kPost;                // post | pre
+  Attention attention = Attention::kSoftmax;  // softmax | linear
+  Activation hidden_act = Activation::kGelu;  // gelu | gelu_tanh | relu
   bool gradient_checkpointing = false;
 };
 
@@ -87,8 +104,8 @@ struct TrainConfig {
   int64_t steps = 100000;
   int64_t batch_size = 32;                // sequences per micro-batch
   int64_t grad_accum = 1;
-  std::string precision = "bf16";         // fp32 | bf16 | fp16
-  std::string param_dtype = "fp32";       // fp32 | bf16 (bf16 weights, fp32 master weights; precision bf16)
+  Precision precision = Precision::kBf16;  // fp32 | bf16 | fp16
+  ParamDtype param_dtype = ParamDtype::kFp32;  // fp32 | bf16 (bf16 weights, fp32 master weights; precision bf16)
   std::string device = "auto";            // auto | cpu | cuda | cuda:N
   int64_t seed = 1234;
   std::string run_dir = "runs/default";
@@ -145,8 +162,10 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
                     const std::string& origin = "<string>");
 // Applies one `section.key=value` override; the value is parsed as YAML (so `[a, b]` is a list).
 void apply_override(Config& config, const std::string& assignment);
-// Range and cross-field checks. Throws roformer::Error.
+// Range and cross-field checks. Throws roformer::Error naming the key.
 void validate(const Config& config);
+// The model section's share of validate: what model::RoFormerForMaskedLM checks before it builds.
+void validate_model(const ModelConfig& model);
 
 // The resolved config as YAML (round-trips through parse_config).
 std::string to_yaml(const Config& config);
@@ -168,13 +187,13 @@ struct ConfigChange {
 // The keys whose values differ, in table order (compared field by field, not as text).
 std::vector<ConfigChange> diff(const Config& before, const Config& after);
 
-// The head dimension and effective embedding size implied by the model section.
 // The autocast a training step enters: train.precision, except that bf16 parameters compute in
-// bf16 without autocast ("fp32" turns it off).
-inline const std::string& autocast_precision(const Config& c) {
-  static const std::string off = "fp32";
-  return c.train.param_dtype == "bf16" ? off : c.train.precision;
+// bf16 without autocast (kFp32 turns it off).
+inline Precision autocast_precision(const Config& c) {
+  return c.train.param_dtype == ParamDtype::kBf16 ? Precision::kFp32 : c.train.precision;
 }
+
+// The head dimension and effective embedding size implied by the model section.
 inline int64_t head_dim(const ModelConfig& m) { return m.hidden_size / m.num_heads; }
 inline int64_t effective_embedding_size(const ModelConfig& m) {
   return m.embedding_size > 0 ? m.embedding_size : m.hidden_size;

@@ -9,9 +9,10 @@ AutocastState autocast_state(c10::DeviceType device) {
   return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
 }
 
-AutocastScope::AutocastScope(c10::DeviceType device, const std::string& precision)
-    : AutocastScope(device, precision == "fp32" ? autocast_state(device)
-                                                : AutocastState{true, precision == "fp16" ? c10::kHalf : c10::kBFloat16}) {}
+AutocastScope::AutocastScope(c10::DeviceType device, config::Precision precision)
+    : AutocastScope(device, precision == config::Precision::kFp32
+                                ? autocast_state(device)
+                                : AutocastState{true, precision == config::Precision::kFp16 ? c10::kHalf : c10::kBFloat16}) {}
 
 AutocastScope::AutocastScope(c10::DeviceType device, const AutocastState& state)
     : device_(device), previous_(autocast_state(device)) {

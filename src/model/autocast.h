@@ -6,7 +6,7 @@
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
-#include <string>
+#include "core/config.h"
 
 namespace roformer::model {
 
@@ -21,8 +21,8 @@ AutocastState autocast_state(c10::DeviceType device);
 
 class AutocastScope {
  public:
-  // precision: fp32 (a no-op), bf16 or fp16.
-  AutocastScope(c10::DeviceType device, const std::string& precision);
+  // fp32: a no-op; bf16 or fp16: autocast to that dtype.
+  AutocastScope(c10::DeviceType device, config::Precision precision);
   // Enters exactly `state` (enabled or not) for the scope.
   AutocastScope(c10::DeviceType device, const AutocastState& state);
   ~AutocastScope();

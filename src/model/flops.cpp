@@ -5,15 +5,16 @@ namespace roformer::model {
 
 double mlm_train_flops_per_step(const RoFormerOptions& o, int64_t batch, int64_t seq_len, int64_t n_pred) {
   const double B = static_cast<double>(batch), T = static_cast<double>(seq_len), P = static_cast<double>(n_pred);
-  const double H = static_cast<double>(o.hidden_size()), E = static_cast<double>(o.embedding_size());
-  const double I = static_cast<double>(o.intermediate_size()), V = static_cast<double>(o.vocab_size());
-  const double D = H / static_cast<double>(o.num_heads());
+  const auto& m = o.model();
+  const double H = static_cast<double>(m.hidden_size), E = static_cast<double>(o.embedding_size());
+  const double I = static_cast<double>(m.intermediate_size), V = static_cast<double>(m.vocab_size);
+  const double D = H / static_cast<double>(m.num_heads);
   const double tokens = B * T;
   double forward = 0.0;
-  if (o.embedding_size() != o.hidden_size()) forward += 2.0 * tokens * E * H;
+  if (o.embedding_size() != m.hidden_size) forward += 2.0 * tokens * E * H;
   double layer = 4.0 * 2.0 * tokens * H * H + 2.0 * 2.0 * tokens * H * I;
-  layer += parse_attention(o.attention()) == Attention::kLinear ? 2.0 * 2.0 * tokens * H * D : 2.0 * 2.0 * B * T * T * H;
-  forward += static_cast<double>(o.num_layers()) * layer;
+  layer += m.attention == config::Attention::kLinear ? 2.0 * 2.0 * tokens * H * D : 2.0 * 2.0 * B * T * T * H;
+  forward += static_cast<double>(m.num_layers) * layer;
   forward += 2.0 * P * H * E + 2.0 * P * E * V;
   return 3.0 * forward;
 }

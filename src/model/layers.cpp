@@ -28,29 +28,28 @@ torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, boo
   return linear(x, layer->weight, layer->bias, bias_in_gemm);
 }
 
-torch::Tensor activation(const torch::Tensor& x, Activation act) {
+torch::Tensor activation(const torch::Tensor& x, config::Activation act) {
   switch (act) {
-    case Activation::kGelu: return torch::gelu(x);  // x Phi(x), erf form (HF "gelu")
-    case Activation::kGeluTanh: return torch::gelu(x, "tanh");
-    case Activation::kRelu: return torch::relu(x);
+    case config::Activation::kGelu: return torch::gelu(x);  // x Phi(x), erf form (HF "gelu")
+    case config::Activation::kGeluTanh: return torch::gelu(x, "tanh");
+    case config::Activation::kRelu: return torch::relu(x);
   }
   TORCH_CHECK(false, "unhandled activation");
 }
 
 // ---- Embeddings ---------------------------------------------------------------------------------
 RoFormerEmbeddingsImpl::RoFormerEmbeddingsImpl(const RoFormerOptions& options) : options_(options) {
+  const auto& m = options.model();
   const int64_t E = options.embedding_size();
   word_embeddings = register_module(
       "word_embeddings",
-      torch::nn::Embedding(torch::nn::EmbeddingOptions(options.vocab_size(), E).padding_idx(options.pad_token_id())));
+      torch::nn::Embedding(torch::nn::EmbeddingOptions(m.vocab_size, E).padding_idx(options.pad_token_id())));
   // Registered second, as in HF BertEmbeddings (the order of the state dict and of initialization).
-  if (parse_position(options.position()) == Position::kAbsolute)
-    position_embeddings =
-        register_module("position_embeddings", torch::nn::Embedding(options.max_position_embeddings(), E));
-  if (options.type_vocab_size() > 0)
-    token_type_embeddings = register_module(
-        "token_type_embeddings", torch::nn::Embedding(options.type_vocab_size(), E));
-  layer_norm = register_module("LayerNorm", roformer::model::layer_norm(E, options.layer_norm_eps()));
+  if (m.position == config::Position::kAbsolute)
+    position_embeddings = register_module("position_embeddings", torch::nn::Embedding(m.max_position_embeddings, E));
+  if (m.type_vocab_size > 0)
+    token_type_embeddings = register_module("token_type_embeddings", torch::nn::Embedding(m.type_vocab_size, E));
+  layer_norm = register_module("LayerNorm", roformer::model::layer_norm(E, m.layer_norm_eps));
 }
 
 torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
@@ -70,15 +69,14 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
     x = x + position_embeddings->weight.narrow(0, position_offset, T);  // (T, E) over (B, T, E)
   }
   x = layer_norm->forward(x);
-  return F::dropout(x, F::DropoutFuncOptions().p(options_.hidden_dropout()).training(is_training()));
+  return F::dropout(x, F::DropoutFuncOptions().p(options_.model().hidden_dropout).training(is_training()));
 }
 
 // ---- Self-attention -----------------------------------------------------------------------------
 RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options)
-    : options_(options), attention_(parse_attention(options.attention())),
-      rotary_impl_(parse_rotary_impl(options.rotary_impl())),
-      rotary_(parse_position(options.position()) == Position::kRotary), fused_qkv_(options.fused_qkv()) {
-  const int64_t H = options.hidden_size();
+    : options_(options), attention_(options.model().attention), rotary_impl_(options.kernels().rotary),
+      rotary_(options.model().position == config::Position::kRotary), fused_qkv_(options.kernels().fused_qkv) {
+  const int64_t H = options.model().hidden_size;
   query = register_module("query", torch::nn::Linear(H, H));
   key = register_module("key", torch::nn::Linear(H, H));
   value = register_module("value", torch::nn::Linear(H, H));
@@ -97,7 +95,7 @@ torch::Tensor RoFormerSelfAttentionImpl::rotate(const torch::Tensor& x, const to
 torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask,
                                                  const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
-  const int64_t N = options_.num_heads(), D = H / N;
+  const int64_t N = options_.model().num_heads, D = H / N;
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, N, D}).transpose(1, 2); };  // (B, N, T, D)
   torch::Tensor q, k, v;
   bool rotated = false;  // q and k already rotated
@@ -108,7 +106,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
     auto qkv = torch::linear(x, torch::cat({query->weight, key->weight, value->weight}),
                              torch::cat({query->bias, key->bias, value->bias}))
                    .view({B, T, 3, N, D});
-    if (rotary_ && rotary_impl_ == RotaryImpl::kFused && attention_ == Attention::kSoftmax) {
+    if (rotary_ && rotary_impl_ == RotaryImpl::kFused && attention_ == config::Attention::kSoftmax) {
       // q and k rotated together: one rotation for both (positions along dim 1).
       auto parts = qkv.split_with_sizes({2, 1}, 2);
       auto qk = apply_rotary_fused(parts[0], sin_pos, cos_pos, /*seq_dim=*/1).unbind(2);
@@ -123,14 +121,15 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
       v = parts[2].transpose(1, 2);
     }
   } else {
-    q = heads(linear(query, x, options_.bias_in_gemm()));
-    k = heads(linear(key, x, options_.bias_in_gemm()));
-    v = heads(linear(value, x, options_.bias_in_gemm()));
+    const bool fold = options_.kernels().bias_in_gemm;
+    q = heads(linear(query, x, fold));
+    k = heads(linear(key, x, fold));
+    v = heads(linear(value, x, fold));
   }
-  if (options_.rotary_value()) v = rotate(v, sin_pos, cos_pos);
+  if (options_.model().rotary_value) v = rotate(v, sin_pos, cos_pos);
 
   torch::Tensor context;  // (B, N, T, D)
-  if (attention_ == Attention::kLinear) {
+  if (attention_ == config::Attention::kLinear) {
     // Linear attention with RoPE (paper eq. 19): phi(x) = elu(x) + 1,
     //   out_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
     // The denominator uses the unrotated features so it stays positive. Padded keys get phi = 0.
@@ -149,7 +148,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
       k = rotate(k, sin_pos, cos_pos);
     }
     // softmax(q k^T / sqrt(D) + mask) v; an undefined mask lets flash/efficient kernels run.
-    const double p = is_training() ? options_.attention_dropout() : 0.0;
+    const double p = is_training() ? options_.model().attention_dropout : 0.0;
     context = at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, p);
   }
   return context.transpose(1, 2).reshape({B, T, H});
@@ -157,15 +156,15 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
 
 std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype,
                                                          const torch::Device& device, bool padded) const {
-  if (attention_ == Attention::kLinear) return "linear (no SDPA)";
-  const int64_t B = batch, T = seq_len, N = options_.num_heads(), D = options_.hidden_size() / N;
+  if (attention_ == config::Attention::kLinear) return "linear (no SDPA)";
+  const int64_t B = batch, T = seq_len, N = options_.model().num_heads, D = options_.model().hidden_size / N;
   auto opts = torch::TensorOptions().dtype(dtype).device(device);
   // As in forward: q and k are the (contiguous) rotary outputs, v a transposed view of the projection.
   auto q = torch::empty({B, N, T, D}, opts), k = torch::empty({B, N, T, D}, opts);
   auto v = torch::empty({B, T, N, D}, opts).transpose(1, 2);
   std::optional<at::Tensor> mask;
   if (padded) mask = torch::ones({B, 1, 1, T}, opts.dtype(torch::kBool));
-  const double p = is_training() ? options_.attention_dropout() : 0.0;
+  const double p = is_training() ? options_.model().attention_dropout : 0.0;
   switch (at::_fused_sdp_choice(q, k, v, mask, p)) {  // sdp::SDPBackend
     case 0: return "math";
     case 1: return "flash";
@@ -177,10 +176,9 @@ std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t 
 }
 
 // ---- Encoder layer --------------------------------------------------------------------------------
-RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options)
-    : options_(options), norm_(parse_norm(options.norm())), act_(parse_activation(options.hidden_act())) {
-  const int64_t H = options.hidden_size(), I = options.intermediate_size();
-  const double eps = options.layer_norm_eps();
+RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options) : options_(options) {
+  const int64_t H = options.model().hidden_size, I = options.model().intermediate_size;
+  const double eps = options.model().layer_norm_eps;
   auto attention = group(*this, "attention");
   self_attention = attention->register_module("self", RoFormerSelfAttention(options));
   auto attention_output = group(*attention, "output");
@@ -195,45 +193,46 @@ RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options)
 
 torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask,
                                          const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
-  const double p = options_.hidden_dropout();
-  auto drop = [&](const torch::Tensor& t) { return F::dropout(t, F::DropoutFuncOptions().p(p).training(is_training())); };
-  auto ffn = [&](const torch::Tensor& t) {
-    const bool fold = options_.bias_in_gemm();
-    return linear(output_dense, activation(linear(intermediate_dense, t, fold), act_), fold);
+  const auto& m = options_.model();
+  const bool fold = options_.kernels().bias_in_gemm;
+  auto drop = [&](const torch::Tensor& t) {
+    return F::dropout(t, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));
   };
-  if (norm_ == Norm::kPre) {
+  auto ffn = [&](const torch::Tensor& t) {
+    return linear(output_dense, activation(linear(intermediate_dense, t, fold), m.hidden_act), fold);
+  };
+  if (m.norm == config::Norm::kPre) {
     auto attended = self_attention->forward(attention_layer_norm->forward(x), mask, sin_pos, cos_pos);
-    auto a = x + drop(linear(attention_dense, attended, options_.bias_in_gemm()));
+    auto a = x + drop(linear(attention_dense, attended, fold));
     return a + drop(ffn(output_layer_norm->forward(a)));
   }
   auto attended = self_attention->forward(x, mask, sin_pos, cos_pos);
-  auto a = attention_layer_norm->forward(x + drop(linear(attention_dense, attended, options_.bias_in_gemm())));
+  auto a = attention_layer_norm->forward(x + drop(linear(attention_dense, attended, fold)));
   return output_layer_norm->forward(a + drop(ffn(a)));
 }
 
 // ---- Encoder --------------------------------------------------------------------------------------
-RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options)
-    : options_(options), rotary_impl_(parse_rotary_impl(options.rotary_impl())) {
-  const int64_t D = options.hidden_size() / options.num_heads();
-  if (parse_position(options.position()) == Position::kRotary) {
+RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options) : options_(options) {
+  const auto& m = options.model();
+  const int64_t D = m.hidden_size / m.num_heads;
+  if (m.position == config::Position::kRotary) {
     auto positions = group(*this, "embed_positions");
-    embed_positions = positions->register_buffer(
-        "weight", rotary_table(options.max_position_embeddings(), D, options.rotary_base()));
+    embed_positions = positions->register_buffer("weight", rotary_table(m.max_position_embeddings, D, m.rotary_base));
   }
   layers = register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < options.num_layers(); ++i) layers->push_back(RoFormerLayer(options));
-  if (parse_norm(options.norm()) == Norm::kPre)
-    final_layer_norm = register_module("final_layer_norm", layer_norm(options.hidden_size(), options.layer_norm_eps()));
+  for (int64_t i = 0; i < m.num_layers; ++i) layers->push_back(RoFormerLayer(options));
+  if (m.norm == config::Norm::kPre)
+    final_layer_norm = register_module("final_layer_norm", layer_norm(m.hidden_size, m.layer_norm_eps));
 }
 
 torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
   torch::Tensor sin_pos, cos_pos;  // (T, D) each; undefined without rotary positions
   if (embed_positions.defined()) std::tie(sin_pos, cos_pos) = rotary_sin_cos(positions_for(x.size(1)), x.size(1));
-  if (embed_positions.defined() && rotary_impl_ != RotaryImpl::kFused) {  // fused rotates in fp32
+  if (embed_positions.defined() && options_.kernels().rotary != RotaryImpl::kFused) {  // fused rotates in fp32
     sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
     cos_pos = cos_pos.to(rotary_dtype(x));
   }
-  const bool checkpoint = options_.gradient_checkpointing() && is_training() && torch::GradMode::is_enabled();
+  const bool checkpoint = options_.model().gradient_checkpointing && is_training() && torch::GradMode::is_enabled();
   auto h = x;
   for (const auto& module : *layers) {
     auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(module);
@@ -249,22 +248,24 @@ torch::Tensor RoFormerEncoderImpl::positions_for(int64_t seq_len) const {
   if (seq_len <= P) return embed_positions;
   // theta_i does not depend on P and each row is computed from its own position, so rows < P equal
   // the buffer's exactly; only longer inputs (evaluation beyond the training length) pay for it.
-  return rotary_table(seq_len, embed_positions.size(1), options_.rotary_base()).to(embed_positions.device());
+  return rotary_table(seq_len, embed_positions.size(1), options_.model().rotary_base).to(embed_positions.device());
 }
 
 // ---- MLM head -------------------------------------------------------------------------------------
-RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options)
-    : options_(options), act_(parse_activation(options.hidden_act())) {
+RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options) : options_(options) {
+  const auto& m = options.model();
+  const int64_t E = options.embedding_size();
   // HF's state_dict lists cls.predictions.bias first.
-  bias = register_parameter("bias", torch::zeros({options.vocab_size()}));
+  bias = register_parameter("bias", torch::zeros({m.vocab_size}));
   auto transform = group(*this, "transform");
-  dense = transform->register_module("dense", torch::nn::Linear(options.hidden_size(), options.embedding_size()));
-  layer_norm = transform->register_module("LayerNorm", roformer::model::layer_norm(options.embedding_size(), options.layer_norm_eps()));
+  dense = transform->register_module("dense", torch::nn::Linear(m.hidden_size, E));
+  layer_norm = transform->register_module("LayerNorm", roformer::model::layer_norm(E, m.layer_norm_eps));
 }
 
 torch::Tensor RoFormerLMHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& decoder_weight) {
-  auto t = layer_norm->forward(activation(linear(dense, h, options_.bias_in_gemm()), act_));  // (..., E)
-  return linear(t, decoder_weight, bias, options_.bias_in_gemm());  // (..., V)
+  const bool fold = options_.kernels().bias_in_gemm;
+  auto t = layer_norm->forward(activation(linear(dense, h, fold), options_.model().hidden_act));  // (..., E)
+  return linear(t, decoder_weight, bias, fold);  // (..., V)
 }
 
 }  // namespace roformer::model

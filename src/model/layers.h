@@ -22,8 +22,7 @@
 
 namespace roformer::model {
 
-// gelu (erf), gelu_tanh, relu.
-// A Linear layer's forward (RoFormerOptions::bias_in_gemm): on CUDA ATen's linear, which folds the
+// A Linear layer's forward (Kernels::bias_in_gemm): on CUDA ATen's linear, which folds the
 // bias into the GEMM (addmm) and under autocast casts it with the weight. nn::Linear::forward
 // (F::linear) runs a matmul and then `output += bias` for 3-D inputs: a separate mixed-dtype
 // (bf16 += fp32) kernel per layer, forward and backward. The CPU keeps F::linear, bit-identical to
@@ -31,7 +30,9 @@ namespace roformer::model {
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool bias_in_gemm);
 torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool bias_in_gemm);
 
-torch::Tensor activation(const torch::Tensor& x, Activation act);
+// gelu (erf), gelu_tanh, relu.
+
+torch::Tensor activation(const torch::Tensor& x, config::Activation act);
 
 class RoFormerEmbeddingsImpl : public torch::nn::Module {
  public:
@@ -72,7 +73,7 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
  private:
   torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) const;
   RoFormerOptions options_;
-  Attention attention_;
+  config::Attention attention_;
   RotaryImpl rotary_impl_;
   bool rotary_;  // position rotary: q and k (and v with rotary_value) are rotated
   bool fused_qkv_;
@@ -97,8 +98,6 @@ class RoFormerLayerImpl : public torch::nn::Module {
 
  private:
   RoFormerOptions options_;
-  Norm norm_;
-  Activation act_;
 };
 TORCH_MODULE(RoFormerLayer);
 
@@ -121,7 +120,6 @@ class RoFormerEncoderImpl : public torch::nn::Module {
 
  private:
   RoFormerOptions options_;
-  RotaryImpl rotary_impl_;
 };
 TORCH_MODULE(RoFormerEncoder);
 
@@ -138,7 +136,6 @@ class RoFormerLMHeadImpl : public torch::nn::Module {
 
  private:
   RoFormerOptions options_;
-  Activation act_;
 };
 TORCH_MODULE(RoFormerLMHead);
 

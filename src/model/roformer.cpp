@@ -28,81 +28,19 @@ std::string shape_str(const torch::Tensor& t) {
 }
 }  // namespace
 
-RoFormerOptions options_from_config(const config::ModelConfig& m, int64_t vocab_size) {
-  return RoFormerOptions()
-      .vocab_size(vocab_size)
-      .hidden_size(m.hidden_size)
-      .num_layers(m.num_layers)
-      .num_heads(m.num_heads)
-      .intermediate_size(m.intermediate_size)
-      .embedding_size(config::effective_embedding_size(m))
-      .max_position_embeddings(m.max_position_embeddings)
-      .position(m.position)
-      .type_vocab_size(m.type_vocab_size)
-      .hidden_dropout(m.hidden_dropout)
-      .attention_dropout(m.attention_dropout)
-      .layer_norm_eps(m.layer_norm_eps)
-      .initializer_range(m.initializer_range)
-      .rotary_base(m.rotary_base)
-      .rotary_value(m.rotary_value)
-      .norm(m.norm)
-      .attention(m.attention)
-      .hidden_act(m.hidden_act)
-      .gradient_checkpointing(m.gradient_checkpointing);
+std::string to_string(RotaryImpl impl) {
+  switch (impl) {
+    case RotaryImpl::kElementwise: return "elementwise";
+    case RotaryImpl::kFused: return "fused";
+    case RotaryImpl::kMatrix: return "matrix";
+  }
+  return "?";
 }
 
-void validate_options(const RoFormerOptions& o) {
-  auto bad = [](const std::string& what) { throw Error("invalid model options: " + what); };
-  if (o.vocab_size() <= 0) bad("vocab_size must be > 0 (got " + std::to_string(o.vocab_size()) + ")");
-  if (o.hidden_size() <= 0 || o.num_heads() <= 0 || o.num_layers() < 0 || o.intermediate_size() <= 0 ||
-      o.embedding_size() <= 0 || o.max_position_embeddings() <= 0 || o.type_vocab_size() < 0)
-    bad("sizes must be positive");
-  if (o.hidden_size() % o.num_heads() != 0)
-    bad("hidden_size " + std::to_string(o.hidden_size()) + " is not divisible by num_heads " +
-        std::to_string(o.num_heads()));
-  if ((o.hidden_size() / o.num_heads()) % 2 != 0)
-    bad("head dim hidden_size/num_heads = " + std::to_string(o.hidden_size() / o.num_heads()) +
-        " must be even for rotary pairs");
-  if (o.pad_token_id() < 0 || o.pad_token_id() >= o.vocab_size()) bad("pad_token_id outside the vocabulary");
-  if (parse_position(o.position()) != Position::kRotary && o.rotary_value())
-    bad("rotary_value needs position rotary, got " + o.position());
-  parse_norm(o.norm());
-  parse_attention(o.attention());
-  parse_activation(o.hidden_act());
-  parse_rotary_impl(o.rotary_impl());
-}
-
-Position parse_position(const std::string& name) {
-  if (name == "rotary") return Position::kRotary;
-  if (name == "absolute") return Position::kAbsolute;
-  if (name == "none") return Position::kNone;
-  throw Error("invalid model options: position must be rotary, absolute or none, got " + name);
-}
-
-Norm parse_norm(const std::string& name) {
-  if (name == "post") return Norm::kPost;
-  if (name == "pre") return Norm::kPre;
-  throw Error("invalid model options: norm must be post or pre, got " + name);
-}
-
-Attention parse_attention(const std::string& name) {
-  if (name == "softmax") return Attention::kSoftmax;
-  if (name == "linear") return Attention::kLinear;
-  throw Error("invalid model options: attention must be softmax or linear, got " + name);
-}
-
-Activation parse_activation(const std::string& name) {
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "gelu_tanh") return Activation::kGeluTanh;
-  if (name == "relu") return Activation::kRelu;
-  throw Error("invalid model options: hidden_act must be gelu, gelu_tanh or relu, got " + name);
-}
-
-RotaryImpl parse_rotary_impl(const std::string& name) {
-  if (name == "elementwise") return RotaryImpl::kElementwise;
-  if (name == "fused") return RotaryImpl::kFused;
-  if (name == "matrix") return RotaryImpl::kMatrix;
-  throw Error("invalid model options: rotary_impl must be elementwise, fused or matrix, got " + name);
+std::optional<RotaryImpl> rotary_impl_named(const std::string& name) {
+  for (auto impl : {RotaryImpl::kElementwise, RotaryImpl::kFused, RotaryImpl::kMatrix})
+    if (to_string(impl) == name) return impl;
+  return std::nullopt;
 }
 
 void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
@@ -115,14 +53,17 @@ void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
                 std::to_string(vocab_size) + ") (does the tokenizer match model.vocab_size?)");
 }
 
-RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options)
-    : options_(options), position_(parse_position(options.position())) {
-  validate_options(options_);
+RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options) : options_(options) {
+  config::validate_model(options_.model());  // the checks the config loader makes, for options built in code
+  const int64_t V = options_.model().vocab_size;
+  if (V <= 0) throw Error("invalid model options: vocab_size must be > 0 (got " + std::to_string(V) + ")");
+  if (options_.pad_token_id() < 0 || options_.pad_token_id() >= V)
+    throw Error("invalid model options: pad_token_id outside the vocabulary");
   auto roformer = register_module("roformer", std::make_shared<torch::nn::Module>());
   embeddings = roformer->register_module("embeddings", RoFormerEmbeddings(options_));
-  if (options_.embedding_size() != options_.hidden_size())
+  if (options_.embedding_size() != options_.model().hidden_size)
     embeddings_project = roformer->register_module(
-        "embeddings_project", torch::nn::Linear(options_.embedding_size(), options_.hidden_size()));
+        "embeddings_project", torch::nn::Linear(options_.embedding_size(), options_.model().hidden_size));
   encoder = roformer->register_module("encoder", RoFormerEncoder(options_));
   auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
   head = cls->register_module("predictions", RoFormerLMHead(options_));
@@ -143,7 +84,7 @@ void RoFormerForMaskedLMImpl::init_weights() {
     } else if (ends_with(name, "bias")) {
       t.zero_();
     } else {
-      t.normal_(0.0, options_.initializer_range());
+      t.normal_(0.0, options_.model().initializer_range);
     }
   }
   embeddings->word_embeddings->weight[options_.pad_token_id()].zero_();
@@ -156,13 +97,14 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
   // The learned absolute table has max_position_embeddings rows and nothing beyond; the rotary table
   // is a formula and extends (RoFormerEncoder::positions_for); with no positions nothing limits T.
-  if (T > options_.max_position_embeddings() && position_ == Position::kAbsolute)
+  const auto& m = options_.model();
+  if (T > m.max_position_embeddings && m.position == config::Position::kAbsolute)
     throw Error("sequence length " + std::to_string(T) + " exceeds model.max_position_embeddings " +
-                std::to_string(options_.max_position_embeddings()) +
+                std::to_string(m.max_position_embeddings) +
                 " (the rows of the learned absolute position table; lower data.max_seq_len or raise "
                 "model.max_position_embeddings)");
   // No read back from an accelerator here: callers check their host batch before the copy.
-  if (input_ids.is_cpu()) check_token_ids(input_ids, options_.vocab_size());
+  if (input_ids.is_cpu()) check_token_ids(input_ids, m.vocab_size);
   if (token_type_ids.defined())
     TORCH_CHECK(token_type_ids.sizes() == input_ids.sizes(), "token_type_ids must be (B, T) like input_ids");
 
@@ -186,7 +128,7 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
   }
 
   auto x = embeddings->forward(input_ids, token_type_ids);  // (B, T, E)
-  if (embeddings_project) x = linear(embeddings_project, x, options_.bias_in_gemm());  // (B, T, H)
+  if (embeddings_project) x = linear(embeddings_project, x, options_.kernels().bias_in_gemm);  // (B, T, H)
   return encoder->forward(x, mask);                          // (B, T, H)
 }
 

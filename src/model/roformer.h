@@ -82,7 +82,6 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   void init_weights();
   bool decays(const std::string& name, bool include_embeddings) const;
   RoFormerOptions options_;
-  Position position_;
 };
 TORCH_MODULE(RoFormerForMaskedLM);
 

@@ -68,7 +68,7 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch:
   ck.state = train::parse_trainer_state(core::read_file(state_path), state_path);
   ck.tokenizer_model = core::read_file((dir / files::kTokenizer).string(), "tokenizer model");
   ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
-  ck.model = model::RoFormerForMaskedLM(model::options_from_config(ck.config.model, ck.tokenizer->vocab_size()));
+  ck.model = model::RoFormerForMaskedLM(model::RoFormerOptions(ck.config.model, ck.tokenizer->vocab_size()));
   ck.model->load_hf_state_dict(core::load_safetensors((dir / files::kModel).string()));
   ck.model->to(device);
   ck.model->eval();

@@ -63,7 +63,7 @@ class TempPrepared {
 int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
-  if (seq_len > m.max_position_embeddings && m.position == "absolute")
+  if (seq_len > m.max_position_embeddings && m.position == config::Position::kAbsolute)
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
                             seq_len, m.max_position_embeddings, m.max_position_embeddings));
@@ -98,7 +98,7 @@ int run_eval(const EvalRequest& req) {
   if (batches.empty())
     throw Error(fmt::format("the evaluation data holds no complete sequence of {} tokens; give more text",
                             cfg.data.max_seq_len));
-  const std::string precision = device.is_cuda() ? ck.config.train.precision : "fp32";
+  const config::Precision precision = device.is_cuda() ? ck.config.train.precision : config::Precision::kFp32;
   auto r = train::evaluate_mlm(ck.model, batches, device, precision);
   if (r.n_predicted == 0)  // a loss, accuracy or perplexity over no predictions would be no result at all
     throw Error(fmt::format("no position was chosen for prediction in the {} evaluated sequence(s) of {} tokens at "

@@ -24,10 +24,13 @@ namespace files = train::checkpoint_files;
 namespace fs = std::filesystem;
 
 namespace {
-std::string hf_activation(const std::string& act) {
-  if (act == "gelu") return "gelu";                   // erf GELU
-  if (act == "gelu_tanh") return "gelu_pytorch_tanh";  // tanh approximation
-  return act;                                          // relu
+std::string hf_activation(config::Activation act) {
+  switch (act) {
+    case config::Activation::kGelu: return "gelu";                   // erf GELU
+    case config::Activation::kGeluTanh: return "gelu_pytorch_tanh";  // tanh approximation
+    case config::Activation::kRelu: return "relu";
+  }
+  return "?";
 }
 
 // A checkpoint (its manifest or trainer state), a run's checkpoints/ folder, or any folder inside it.
@@ -73,17 +76,17 @@ struct HfTarget {
 };
 
 HfTarget hf_target(const config::ModelConfig& m, int64_t embedding_size) {
-  if (m.norm != "post")
+  if (m.norm != config::Norm::kPost)
     throw Error("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer and BERT are post-LayerNorm "
                 "only, so an export would load there and compute something else. Export is refused; keep using "
                 "`roformer eval` and `fill-mask` for this model");
-  if (m.attention != "softmax")
+  if (m.attention != config::Attention::kSoftmax)
     throw Error("this model uses linear attention (model.attention: linear), which Hugging Face's RoFormer and BERT "
                 "do not have; export is refused");
-  if (m.position == "none")
+  if (m.position == config::Position::kNone)
     throw Error("this model uses model.position: none; Hugging Face's RoFormer has rotary positions and its BERT "
                 "learned absolute ones, neither runs without positions, so export is refused");
-  if (m.position == "absolute") {
+  if (m.position == config::Position::kAbsolute) {
     if (embedding_size != m.hidden_size)
       throw Error(fmt::format("this model has learned absolute positions and a factorized embedding "
                               "(model.embedding_size {} != model.hidden_size {}); Hugging Face's BERT has no "
@@ -101,7 +104,7 @@ HfTarget hf_target(const config::ModelConfig& m, int64_t embedding_size) {
 std::string model_card(const LoadedCheckpoint& ck, const HfTarget& target, const std::string& out_dir,
                        const nlohmann::json& tokenizer) {
   const auto& c = ck.config;
-  const auto& o = ck.model->options();
+  const auto& m = ck.model->options().model();
   const auto eval = train::last_metrics_record((fs::path(ck.dir) / files::kMetrics).string(), "eval");
   const std::string accuracy =
       eval.is_null() ? "not measured (the run had no validation data)"
@@ -157,56 +160,54 @@ The resolved `roformer` config of the run:
       fmt::arg("description", target.description), fmt::arg("architecture", target.architecture),
       fmt::arg("dir", ck.dir), fmt::arg("out", out_dir), fmt::arg("steps", ck.state.step),
       fmt::arg("tokens", ck.state.tokens_seen), fmt::arg("train", join(c.data.train_files)),
-      fmt::arg("accuracy", accuracy), fmt::arg("layers", o.num_layers()), fmt::arg("hidden", o.hidden_size()),
-      fmt::arg("heads", o.num_heads()), fmt::arg("ffn", o.intermediate_size()), fmt::arg("emb", o.embedding_size()),
+      fmt::arg("accuracy", accuracy), fmt::arg("layers", m.num_layers), fmt::arg("hidden", m.hidden_size),
+      fmt::arg("heads", m.num_heads), fmt::arg("ffn", m.intermediate_size),
+      fmt::arg("emb", ck.model->options().embedding_size()),
       fmt::arg("params", ck.model->num_parameters()), fmt::arg("tok_type", tokenizer["model"]["type"].get<std::string>()),
-      fmt::arg("vocab", o.vocab_size()), fmt::arg("mask_prob", c.masking.mask_prob),
+      fmt::arg("vocab", m.vocab_size), fmt::arg("mask_prob", c.masking.mask_prob),
       fmt::arg("wwm", c.masking.whole_word ? ", whole words" : ""), fmt::arg("yaml", config::to_yaml(c)));
 }
-}  // namespace
-
-void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
-  check_export_dir(out_dir, force);
-  auto ck = load_checkpoint(checkpoint, torch::Device(torch::kCPU));
-  const auto target = hf_target(ck.config.model, ck.model->options().embedding_size());
-  const auto& o = ck.model->options();
-  HfTokenizerOptions tok_options;
-  tok_options.model_max_length = o.max_position_embeddings();
-  tok_options.type_vocab_size = std::max<int64_t>(1, o.type_vocab_size());
-  // Built before anything is written: a tokenizer that cannot be converted refuses the export.
-  const auto tokenizer = hf_tokenizer_json(ck.tokenizer->model_path(), tok_options);
-  const std::string spiece = ck.tokenizer_model;  // the checkpoint may be pruned meanwhile
+// config.json: RoFormerConfig (BertConfig for absolute positions) of the model.
+nlohmann::json hf_config(const model::RoFormerOptions& o, const HfTarget& target) {
+  const auto& m = o.model();
   nlohmann::json config = {
       {"architectures", {target.architecture}},
       {"model_type", target.model_type},
-      {"vocab_size", o.vocab_size()},
-      {"hidden_size", o.hidden_size()},
-      {"num_hidden_layers", o.num_layers()},
-      {"num_attention_heads", o.num_heads()},
-      {"intermediate_size", o.intermediate_size()},
-      {"hidden_act", hf_activation(o.hidden_act())},
-      {"hidden_dropout_prob", o.hidden_dropout()},
-      {"attention_probs_dropout_prob", o.attention_dropout()},
-      {"max_position_embeddings", o.max_position_embeddings()},
-      {"type_vocab_size", std::max<int64_t>(1, o.type_vocab_size())},
-      {"initializer_range", o.initializer_range()},
-      {"layer_norm_eps", o.layer_norm_eps()},
+      {"vocab_size", m.vocab_size},
+      {"hidden_size", m.hidden_size},
+      {"num_hidden_layers", m.num_layers},
+      {"num_attention_heads", m.num_heads},
+      {"intermediate_size", m.intermediate_size},
+      {"hidden_act", hf_activation(m.hidden_act)},
+      {"hidden_dropout_prob", m.hidden_dropout},
+      {"attention_probs_dropout_prob", m.attention_dropout},
+      {"max_position_embeddings", m.max_position_embeddings},
+      {"type_vocab_size", std::max<int64_t>(1, m.type_vocab_size)},
+      {"initializer_range", m.initializer_range},
+      {"layer_norm_eps", m.layer_norm_eps},
       {"pad_token_id", o.pad_token_id()},
       {"tie_word_embeddings", true},
       {"use_cache", false}};
   if (target.model_type == "roformer") {
     config["embedding_size"] = o.embedding_size();
-    config["rotary_value"] = o.rotary_value();
+    config["rotary_value"] = m.rotary_value;
   } else {
     config["position_embedding_type"] = "absolute";
   }
-  auto tensors = ck.model->hf_named_parameters();
-  if (o.type_vocab_size() == 0) {
+  return config;
+}
+
+// model.safetensors: the tensors under the target's names. save_pretrained stores each tied tensor
+// once; from_pretrained re-ties the aliases. BERT's parameters are RoFormer's under bert. (HF
+// BertForMaskedLM and RoFormerForMaskedLM share the layout).
+std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::RoFormerForMaskedLMImpl& model,
+                                                              const HfTarget& target) {
+  auto tensors = model.hf_named_parameters();
+  if (model.options().model().type_vocab_size == 0) {
     // No token types: Hugging Face always has the table, so write one all-zero row (adds nothing).
-    tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight", torch::zeros({1, o.embedding_size()}));
+    tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight",
+                         torch::zeros({1, model.options().embedding_size()}));
   }
-  // save_pretrained stores each tied tensor once; from_pretrained re-ties the aliases. BERT's
-  // parameters are RoFormer's under bert. (HF BertForMaskedLM and RoFormerForMaskedLM share the layout).
   std::vector<std::pair<std::string, torch::Tensor>> unique;
   for (auto& [name, t] : tensors) {
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
@@ -214,6 +215,24 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
     const bool encoder = name.rfind(ours, 0) == 0;
     unique.emplace_back(encoder ? target.prefix + name.substr(ours.size()) : name, t.detach().contiguous());
   }
+  return unique;
+}
+
+}  // namespace
+
+void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
+  check_export_dir(out_dir, force);
+  auto ck = load_checkpoint(checkpoint, torch::Device(torch::kCPU));
+  const auto target = hf_target(ck.config.model, ck.model->options().embedding_size());
+  const auto& m = ck.model->options().model();
+  HfTokenizerOptions tok_options;
+  tok_options.model_max_length = m.max_position_embeddings;
+  tok_options.type_vocab_size = std::max<int64_t>(1, m.type_vocab_size);
+  // Built before anything is written: a tokenizer that cannot be converted refuses the export.
+  const auto tokenizer = hf_tokenizer_json(ck.tokenizer->model_path(), tok_options);
+  const std::string spiece = ck.tokenizer_model;  // the checkpoint may be pruned meanwhile
+  const nlohmann::json config = hf_config(ck.model->options(), target);
+  const auto unique = hf_tensors(*ck.model, target);
 
   // Every file is written into a staging folder inside out_dir and renamed into place only when all
   // are complete: a failed export (a full disk) leaves no partial export, and an earlier export
@@ -241,7 +260,7 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   }
   spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), spiece.model, "
                "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md", ck.dir,
-               ck.state.step, target.architecture, out_dir, unique.size(), o.vocab_size(),
+               ck.state.step, target.architecture, out_dir, unique.size(), m.vocab_size,
                tokenizer["model"]["type"].get<std::string>());
 }
 

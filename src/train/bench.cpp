@@ -40,8 +40,8 @@ using nlohmann::json;
 // three form factors differ (SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
 // the H200 SXM matches the H100 SXM (its gain is memory) and the H200 NVL the H100 NVL. fp32 is
 // the non-tensor-core FP32 rate (LibTorch keeps TF32 off for matmuls by default).
-double known_peak_tflops(const std::string& name, const std::string& precision) {
-  const bool half = precision == "bf16" || precision == "fp16";
+double known_peak_tflops(const std::string& name, config::Precision precision) {
+  const bool half = precision != config::Precision::kFp32;
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   if (has("H100") || has("H200") || has("GH200")) {
     if (has("PCIe")) return half ? 756.0 : 51.0;
@@ -100,7 +100,7 @@ void check_bench_options(const TrainBenchOptions& o) {
   if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
-  if (o.rotary != "auto" && o.rotary != "elementwise" && o.rotary != "fused" && o.rotary != "matrix")
+  if (o.rotary != "auto" && !model::rotary_impl_named(o.rotary))
     throw Error(fmt::format("--rotary must be auto, elementwise, fused or matrix, got '{}'", o.rotary));
   if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");
   if (o.profile_steps < 1) throw Error(fmt::format("--profile-steps must be at least 1, got {}", o.profile_steps));
@@ -124,7 +124,13 @@ std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
     trainer->use_synthetic_data(cfg.model.vocab_size);
   else
     trainer->setup_data();
-  trainer->set_variant({o.rotary, !o.separate_qkv, !o.separate_bias_add, o.dense_head});
+  StepVariant variant;
+  variant.auto_rotary = o.rotary == "auto";
+  if (!variant.auto_rotary) variant.kernels.rotary = *model::rotary_impl_named(o.rotary);
+  variant.kernels.fused_qkv = !o.separate_qkv;
+  variant.kernels.bias_in_gemm = !o.separate_bias_add;
+  variant.dense_head = o.dense_head;
+  trainer->set_variant(variant);
   trainer->set_sync_timings(cuda && o.breakdown);
   trainer->setup_model_and_optimizer();
   return trainer;
@@ -134,8 +140,8 @@ std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
 Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
   const bool cuda = trainer.device().is_cuda();
   spdlog::info("bench: {} warm-up + {} measured steps on {} ({}{}, {} data)", o.warmup, o.steps,
-               trainer.device().str(), trainer.config().train.precision,
-               trainer.config().train.param_dtype == "bf16" ? " with bf16 parameters" : "",
+               trainer.device().str(), config::to_string(trainer.config().train.precision),
+               trainer.config().train.param_dtype == config::ParamDtype::kBf16 ? " with bf16 parameters" : "",
                o.synthetic ? "synthetic" : "prepared");
   for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/true);
   if (cuda) {
@@ -183,9 +189,9 @@ std::pair<int64_t, std::string> peak_memory(const Trainer& trainer) {
 // per-document packing of real data (the loader leaves full and synthetic batches unpadded).
 std::string attention_kernel_used(Trainer& trainer, const TrainBenchOptions& o) {
   const auto& c = trainer.config();
-  const auto qkv_dtype = c.train.precision == "bf16"   ? torch::kBFloat16
-                         : c.train.precision == "fp16" ? torch::kHalf
-                                                       : torch::kFloat32;
+  const auto qkv_dtype = c.train.precision == config::Precision::kBf16   ? torch::kBFloat16
+                         : c.train.precision == config::Precision::kFp16 ? torch::kHalf
+                                                                         : torch::kFloat32;
   std::string attention = trainer.model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, false);
   if (!o.synthetic && c.data.packing == "document")
     attention += " (padded batches: " +
@@ -219,10 +225,10 @@ json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measuremen
 
   json rec = {{"device", trainer.device().str()},
               {"device_name", device_name},
-              {"precision", c.train.precision},
-              {"param_dtype", c.train.param_dtype},
+              {"precision", config::to_string(c.train.precision)},
+              {"param_dtype", config::to_string(c.train.param_dtype)},
               {"data", o.synthetic ? "synthetic" : "prepared"},
-              {"rotary", trainer.model()->options().rotary_impl()},
+              {"rotary", model::to_string(trainer.model()->options().kernels().rotary)},
               {"qkv", o.separate_qkv || !cuda ? "separate" : "fused"},
               {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
               {"head", o.dense_head ? "dense" : "sparse"},

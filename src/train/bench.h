@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+
 namespace roformer::train {
 
 struct TrainBenchOptions {
@@ -34,6 +36,6 @@ int run_train_benchmark(const TrainBenchOptions& options);
 
 // Peak dense TFLOP/s of a device for a precision (bf16/fp16 tensor cores, or fp32 without TF32),
 // from its name (e.g. "NVIDIA H100 80GB HBM3"); 0 when unknown.
-double known_peak_tflops(const std::string& device_name, const std::string& precision);
+double known_peak_tflops(const std::string& device_name, config::Precision precision);
 
 }  // namespace roformer::train

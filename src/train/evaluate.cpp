@@ -9,7 +9,7 @@
 namespace roformer::train {
 
 EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
-                        const torch::Device& device, const std::string& precision) {
+                        const torch::Device& device, config::Precision precision) {
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = model->is_training();
   model->eval();
@@ -20,7 +20,7 @@ EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<dat
   torch::Tensor loss_sum = torch::zeros({}, opts), correct = torch::zeros({}, opts), correct5 = torch::zeros({}, opts);
   for (const auto& b : batches) {
     if (b.pred_positions.numel() == 0) continue;
-    if (!device.is_cpu()) model::check_token_ids(b.input_ids, model->options().vocab_size());  // host batch
+    if (!device.is_cpu()) model::check_token_ids(b.input_ids, model->options().model().vocab_size);  // host batch
     auto ids = b.input_ids.to(device, /*non_blocking=*/true);
     auto mask = b.attention_mask.defined() ? b.attention_mask.to(device, true) : torch::Tensor();
     auto pos = b.pred_positions.to(device, true);

@@ -28,9 +28,9 @@ struct EvalResult {
   double seconds = 0;
 };
 
-// precision: fp32 | bf16 | fp16 (autocast on the device). Leaves the model in the mode it found.
+// precision: autocast on the device (bf16, fp16) or none (fp32). Leaves the model in the mode it found.
 EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
-                        const torch::Device& device, const std::string& precision);
+                        const torch::Device& device, config::Precision precision);
 
 // Data parallel: each rank evaluated its share (dist::rank_share) of the fixed validation set; the
 // sums over the ranks give the figures of the whole set (as one process computes them, up to

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <tuple>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -58,15 +58,15 @@ config::ModelConfig architecture_from_hf(const json& j, const std::string& file)
   m.type_vocab_size = get("type_vocab_size").get<int64_t>();
   m.layer_norm_eps = get("layer_norm_eps").get<double>();
   m.rotary_value = !bert && j.value("rotary_value", false);
-  m.position = bert ? "absolute" : "rotary";
+  m.position = bert ? config::Position::kAbsolute : config::Position::kRotary;
   const std::string act = get("hidden_act").get<std::string>();
-  if (act == "gelu") m.hidden_act = "gelu";
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") m.hidden_act = "gelu_tanh";
-  else if (act == "relu") m.hidden_act = "relu";
+  if (act == "gelu") m.hidden_act = config::Activation::kGelu;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") m.hidden_act = config::Activation::kGeluTanh;
+  else if (act == "relu") m.hidden_act = config::Activation::kRelu;
   else throw Error(fmt::format("--init-from: {} has hidden_act \"{}\", which roformer does not implement (gelu, "
                                "gelu_pytorch_tanh, relu)", file, act));
-  m.norm = "post";
-  m.attention = "softmax";
+  m.norm = config::Norm::kPost;
+  m.attention = config::Attention::kSoftmax;
   m.rotary_base = 10000.0;
   return m;
 }
@@ -130,38 +130,28 @@ InitSource find_init_source(const std::string& path) {
 }
 
 void check_init_architecture(const InitSource& source, const config::Config& config) {
-  const auto& ours = config.model;
-  const auto& theirs = source.architecture;
-  auto v = [](auto x) { return fmt::format("{}", x); };
-  // (key, the config's value, the weights' value)
-  const std::vector<std::tuple<std::string, std::string, std::string>> keys = {
-      {"model.hidden_size", v(ours.hidden_size), v(theirs.hidden_size)},
-      {"model.num_layers", v(ours.num_layers), v(theirs.num_layers)},
-      {"model.num_heads", v(ours.num_heads), v(theirs.num_heads)},
-      {"model.intermediate_size", v(ours.intermediate_size), v(theirs.intermediate_size)},
-      {"model.embedding_size", v(config::effective_embedding_size(ours)), v(config::effective_embedding_size(theirs))},
-      {"model.max_position_embeddings", v(ours.max_position_embeddings), v(theirs.max_position_embeddings)},
-      {"model.position", ours.position, theirs.position},
-      {"model.type_vocab_size", v(ours.type_vocab_size), v(theirs.type_vocab_size)},
-      {"model.layer_norm_eps", v(ours.layer_norm_eps), v(theirs.layer_norm_eps)},
-      {"model.rotary_base", v(ours.rotary_base), v(theirs.rotary_base)},
-      {"model.rotary_value", v(ours.rotary_value), v(theirs.rotary_value)},
-      {"model.norm", ours.norm, theirs.norm},
-      {"model.attention", ours.attention, theirs.attention},
-      {"model.hidden_act", ours.hidden_act, theirs.hidden_act},
-  };
-  for (const auto& [key, a, b] : keys) {
-    if (a == b) continue;
+  // The model sections compared key by key (config::diff, in the table's order), except what a new
+  // run chooses for itself: dropout, the initializer, recomputation, and the vocabulary (below).
+  const std::set<std::string> new_runs_choice = {"model.vocab_size", "model.hidden_dropout", "model.attention_dropout",
+                                                 "model.initializer_range", "model.gradient_checkpointing"};
+  config::Config ours, theirs;
+  ours.model = config.model;
+  theirs.model = source.architecture;
+  for (auto* c : {&ours, &theirs}) c->model.embedding_size = config::effective_embedding_size(c->model);  // 0 means H
+  for (const auto& change : config::diff(ours, theirs)) {
+    const auto& [key, a, b] = change;
+    if (new_runs_choice.count(key)) continue;
     // An export of a model without token types holds one all-zero row (Hugging Face always has the
     // table); load_init_weights checks that it is zero.
     if (key == "model.type_vocab_size" && source.kind == kExportKind && a == "0" && b == "1") continue;
     throw Error(fmt::format("--init-from {}: {} is {} in the config but the weights were trained with {}; set {}: {} "
                             "(the architecture comes with the weights)", source.dir, key, a, b, key, b));
   }
-  if (ours.vocab_size != 0 && ours.vocab_size != source.vocab_size)
+  const int64_t vocab = config.model.vocab_size;
+  if (vocab != 0 && vocab != source.vocab_size)
     throw Error(fmt::format("--init-from {}: model.vocab_size is {} in the config but the weights have {} rows; set "
                             "model.vocab_size: 0 (taken from the tokenizer that comes with the weights)",
-                            source.dir, ours.vocab_size, source.vocab_size));
+                            source.dir, vocab, source.vocab_size));
 }
 
 std::string adopt_init_tokenizer(const InitSource& source, const config::Config& config, const std::string& run_dir) {
@@ -186,7 +176,7 @@ std::string adopt_init_tokenizer(const InitSource& source, const config::Config&
 
 void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model) {
   auto tensors = core::load_safetensors(source.weights);
-  if (source.kind == kExportKind && source.architecture.position == "absolute") {
+  if (source.kind == kExportKind && source.architecture.position == config::Position::kAbsolute) {
     // A BertForMaskedLM export: the encoder's parameters are ours under bert. instead of roformer.
     std::map<std::string, torch::Tensor> renamed;
     for (auto& [name, t] : tensors)
@@ -194,7 +184,7 @@ void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl&
                       std::move(t));
     tensors = std::move(renamed);
   }
-  if (model.options().type_vocab_size() == 0) {
+  if (model.options().model().type_vocab_size == 0) {
     auto it = tensors.find(kTokenTypes);
     if (it != tensors.end() && it->second.size(0) == 1 && it->second.count_nonzero().item<int64_t>() == 0)
       tensors.erase(it);  // the all-zero row an export adds for a model without token types

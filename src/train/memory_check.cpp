@@ -25,8 +25,8 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
   MemoryEstimate e;
   e.parameters = embeddings + layers + head;
   // fp32 weights, gradients and two AdamW moments; bf16 parameters add their bf16 copy and its gradients.
-  e.parameter_bytes = (c.train.param_dtype == "bf16" ? 20 : 16) * e.parameters;
-  const double value_bytes = c.train.precision == "fp32" ? 4 : 2;
+  e.parameter_bytes = (c.train.param_dtype == config::ParamDtype::kBf16 ? 20 : 16) * e.parameters;
+  const double value_bytes = c.train.precision == config::Precision::kFp32 ? 4 : 2;
   const double per_layer = N * T + 4 * H + I;  // per token
   const double kept = m.gradient_checkpointing ? per_layer + L * H : L * per_layer;
   e.activation_bytes = B * T * kept * value_bytes;

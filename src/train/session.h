@@ -84,11 +84,9 @@ struct StepResult {
 
 // Options that exist only to measure the cost of a design choice (`roformer bench`).
 struct StepVariant {
-  // auto (fused on CUDA, elementwise on the CPU) | elementwise | fused | matrix (naive rotation matrices)
-  std::string rotary_impl = "auto";
-  bool fused_qkv = true;                    // CUDA: one QKV GEMM (model::RoFormerOptions::fused_qkv)
-  bool bias_in_gemm = true;                 // CUDA: ATen's linear (model::RoFormerOptions::bias_in_gemm)
-  bool dense_head = false;                  // MLM head on all B*T positions, then gathered
+  model::Kernels kernels;     // the model's kernels (model/options.h)
+  bool auto_rotary = true;    // kernels.rotary chosen by the device: fused on CUDA, elementwise on the CPU
+  bool dense_head = false;    // MLM head on all B*T positions, then gathered
 };
 
 // Random batches with the loader's shape: [CLS] x [SEP] without padding, exactly

@@ -86,7 +86,7 @@ std::string nonfinite_resume_advice(const std::string& ckpt_dir, const std::stri
 
 Trainer::Trainer(config::Config config, std::string run_dir, std::string resume_dir, std::string config_origin)
     : cfg_(std::move(config)), run_dir_(std::move(run_dir)), resume_dir_(std::move(resume_dir)),
-      config_origin_(std::move(config_origin)), scaler_(cfg_.train.precision == "fp16") {}
+      config_origin_(std::move(config_origin)), scaler_(cfg_.train.precision == config::Precision::kFp16) {}
 
 Trainer::~Trainer() = default;
 
@@ -200,20 +200,18 @@ void Trainer::setup_model_and_optimizer() {
   torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
   // The CUDA fast paths (model/options.h: rotary "fused", fused_qkv); the CPU keeps the reference
   // element-wise rotation, bit-identical to the golden values.
-  const std::string rotary = variant_.rotary_impl != "auto" ? variant_.rotary_impl
-                             : device_.is_cuda()            ? "fused"
-                                                            : "elementwise";
-  model_ = model::RoFormerForMaskedLM(
-      model::options_from_config(cfg_.model, vocab).rotary_impl(rotary).fused_qkv(variant_.fused_qkv)
-                                 .bias_in_gemm(variant_.bias_in_gemm));
+  model::Kernels kernels = variant_.kernels;
+  if (variant_.auto_rotary) kernels.rotary = device_.is_cuda() ? model::RotaryImpl::kFused : model::RotaryImpl::kElementwise;
+  model_ = model::RoFormerForMaskedLM(model::RoFormerOptions(cfg_.model, vocab).kernels(kernels));
   model_->to(device_);
   model_->train();
   spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, embedding {}, {}-LN, {} attention)",
                model_->num_parameters(), cfg_.model.num_layers, cfg_.model.hidden_size, cfg_.model.num_heads,
-               config::effective_embedding_size(cfg_.model), cfg_.model.norm, cfg_.model.attention);
+               config::effective_embedding_size(cfg_.model), config::to_string(cfg_.model.norm),
+               config::to_string(cfg_.model.attention));
 
   // bf16 parameters: the step runs a bf16 copy and AdamW keeps model_ as the fp32 master weights.
-  compute_ = cfg_.train.param_dtype == "bf16" ? make_bf16_compute_model(model_) : model_;
+  compute_ = cfg_.train.param_dtype == config::ParamDtype::kBf16 ? make_bf16_compute_model(model_) : model_;
   optimizer_ = std::make_unique<AdamW>(model_, compute_, cfg_.optimizer);
   params_ = optimizer_->params();
   // The reducer sums the gradients of params_. With master weights they are the fp32 masters, which
@@ -377,7 +375,7 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
     // Data parallel: only the last micro-batch's backward all-reduces (its hooks start the buckets).
     if (reducer_) reducer_->set_sync(i + 1 == micro.size());
     if (b.pred_positions.numel() == 0) continue;
-    if (!device_.is_cpu()) model::check_token_ids(b.input_ids, model_->options().vocab_size());  // host batch
+    if (!device_.is_cpu()) model::check_token_ids(b.input_ids, model_->options().model().vocab_size);  // host batch
     auto ids = b.input_ids.to(device_, cuda);  // non-blocking from pinned memory on CUDA
     auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, cuda) : torch::Tensor();
     auto pos = b.pred_positions.to(device_, cuda);
@@ -386,7 +384,7 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
     {
       model::AutocastScope autocast(device_.type(), config::autocast_precision(cfg_));
       if (variant_.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
-        logits = compute_->forward(ids, mask).view({-1, model_->options().vocab_size()}).index_select(0, pos);
+        logits = compute_->forward(ids, mask).view({-1, model_->options().model().vocab_size}).index_select(0, pos);
       else
         logits = compute_->forward_sparse(ids, mask, pos);  // (P, V)
     }
@@ -489,7 +487,7 @@ void Trainer::setup_device() {
   }
   core::use_device(device_);
   setup_distributed();  // a world of one unless a launcher started this process
-  if (cfg_.train.precision == "fp16" && !device_.is_cuda())
+  if (cfg_.train.precision == config::Precision::kFp16 && !device_.is_cuda())
     throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
   if (cfg_.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg_.train.num_threads));
   // Before the data and the model are built; the vocabulary is the configured one until the tokenizer is loaded.
@@ -564,7 +562,8 @@ void Trainer::start_run() {
   set_log_rank(env_.rank);
   setup_device();  // first: a device that does not exist leaves no run directory behind
   setup_run_dir();
-  spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(), cfg_.train.precision);
+  spdlog::info("run directory {} | device {} | precision {}", run_dir_, device_.str(),
+               config::to_string(cfg_.train.precision));
   check_ranks_start_alike();
   if (main_rank()) {
     setup_data();  // rank 0 trains the tokenizer and prepares the data into the run directory ...

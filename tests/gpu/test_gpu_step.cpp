@@ -67,8 +67,9 @@ TEST(GpuStep, NoHostSyncInsideANonLoggingStep) {
 
 TEST(GpuStep, UnpaddedBf16AttentionRunsAFusedKernel) {
   // RoFormer-base's attention shape: 12 heads of 64.
-  auto options = roformer::model::RoFormerOptions().vocab_size(1000).num_layers(1);
-  roformer::model::RoFormerForMaskedLM model(options);
+  roformer::config::ModelConfig base;
+  base.num_layers = 1;
+  roformer::model::RoFormerForMaskedLM model(roformer::model::RoFormerOptions(base, 1000));
   model->to(torch::kCUDA);
   model->train();
   for (int64_t T : {128, 512}) {
@@ -89,17 +90,27 @@ TEST(GpuStep, FusedQkvAndFusedRotaryMatchTheReferencePath) {
   using namespace roformer::model;
   for (const std::string precision : {"fp32", "bf16"}) {
     SCOPED_TRACE(precision);
-    auto o = RoFormerOptions().vocab_size(300).hidden_size(128).num_layers(2).num_heads(4).intermediate_size(256)
-                 .max_position_embeddings(64).hidden_dropout(0).attention_dropout(0);
+    roformer::config::ModelConfig m;
+    m.hidden_size = 128;
+    m.num_layers = 2;
+    m.num_heads = 4;
+    m.intermediate_size = 256;
+    m.max_position_embeddings = 64;
+    m.hidden_dropout = 0;
+    m.attention_dropout = 0;
+    RoFormerOptions reference_options(m, 300), fast_options(m, 300);
+    reference_options.kernels(Kernels{RotaryImpl::kElementwise, /*fused_qkv=*/false, /*bias_in_gemm=*/false});
+    fast_options.kernels(Kernels{RotaryImpl::kFused, /*fused_qkv=*/true, /*bias_in_gemm=*/true});
     torch::manual_seed(5);
-    RoFormerForMaskedLM reference(RoFormerOptions(o).rotary_impl("elementwise").fused_qkv(false).bias_in_gemm(false));
+    RoFormerForMaskedLM reference(reference_options);
     torch::manual_seed(5);
-    RoFormerForMaskedLM fast(RoFormerOptions(o).rotary_impl("fused").fused_qkv(true).bias_in_gemm(true));
+    RoFormerForMaskedLM fast(fast_options);
     reference->to(torch::kCUDA);
     fast->to(torch::kCUDA);
     auto ids = torch::randint(5, 300, {4, 48}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
     auto run = [&](RoFormerForMaskedLM& m) {
-      AutocastScope autocast(torch::kCUDA, precision);
+      AutocastScope autocast(torch::kCUDA, precision == "bf16" ? roformer::config::Precision::kBf16
+                                                               : roformer::config::Precision::kFp32);
       auto logits = m->forward(ids, {}, {});
       logits.to(torch::kFloat).pow(2).mean().backward();
       return logits.to(torch::kFloat);

@@ -41,7 +41,7 @@ class BenchTest : public ::testing::Test {
   std::string cfg() const { return "-c " + tmp_.str("bench.yaml"); }
   double expected_flops(int64_t n_pred) const {
     const auto c = roformer::config::load_config(tmp_.str("bench.yaml"));
-    return roformer::model::mlm_train_flops_per_step(roformer::model::options_from_config(c.model, kV), kB, kT, n_pred);
+    return roformer::model::mlm_train_flops_per_step(roformer::model::RoFormerOptions(c.model, kV), kB, kT, n_pred);
   }
   TempDir tmp_;
 };

@@ -4,7 +4,10 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 
+#include "core/config.h"
 #include "model/roformer.h"
 
 namespace {
@@ -41,17 +44,15 @@ double overfit(const RoFormerOptions& options, int steps) {
   return loss_value;
 }
 
-RoFormerOptions tiny() {
-  return RoFormerOptions()
-      .vocab_size(kVocab)
-      .hidden_size(32)
-      .num_layers(2)
-      .num_heads(4)
-      .intermediate_size(64)
-      .embedding_size(32)
-      .max_position_embeddings(kT)
-      .hidden_dropout(0.0)
-      .attention_dropout(0.0);
+// A two-layer model (H 32, 4 heads, I 64, no dropout) with config overrides ({"model.norm=pre"}).
+RoFormerOptions tiny(const std::vector<std::string>& overrides = {}) {
+  roformer::config::Config c;
+  for (const auto& o : {"model.hidden_size=32", "model.num_layers=2", "model.num_heads=4", "model.intermediate_size=64",
+                        "model.embedding_size=32", "model.hidden_dropout=0", "model.attention_dropout=0"})
+    roformer::config::apply_override(c, o);
+  c.model.max_position_embeddings = kT;
+  for (const auto& o : overrides) roformer::config::apply_override(c, o);
+  return RoFormerOptions(c.model, kVocab);
 }
 
 void expect_learns(const RoFormerOptions& options) {
@@ -64,11 +65,11 @@ void expect_learns(const RoFormerOptions& options) {
   EXPECT_LT(last, 0.05);
 }
 
-TEST(ModelOverfit, PreLayerNorm) { expect_learns(tiny().norm("pre")); }
-TEST(ModelOverfit, FactorizedEmbedding) { expect_learns(tiny().embedding_size(16)); }
-TEST(ModelOverfit, LinearAttention) { expect_learns(tiny().attention("linear")); }
+TEST(ModelOverfit, PreLayerNorm) { expect_learns(tiny({"model.norm=pre"})); }
+TEST(ModelOverfit, FactorizedEmbedding) { expect_learns(tiny({"model.embedding_size=16"})); }
+TEST(ModelOverfit, LinearAttention) { expect_learns(tiny({"model.attention=linear"})); }
 TEST(ModelOverfit, LinearAttentionPreLayerNormWithCheckpointing) {
-  expect_learns(tiny().attention("linear").norm("pre").rotary_value(true).gradient_checkpointing(true));
+  expect_learns(tiny({"model.attention=linear", "model.norm=pre", "model.gradient_checkpointing=true"}));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ TEST(Config, DefaultsAreRoformerBase) {
   EXPECT_EQ(c.model.hidden_size, 768);
   EXPECT_EQ(c.model.num_layers, 12);
   EXPECT_EQ(c.model.num_heads, 12);
-  EXPECT_EQ(c.model.norm, "post");
+  EXPECT_EQ(c.model.norm, Norm::kPost);
   EXPECT_DOUBLE_EQ(c.model.layer_norm_eps, 1e-12);
   EXPECT_DOUBLE_EQ(c.masking.mask_prob, 0.15);
   EXPECT_EQ(effective_embedding_size(c.model), 768);
@@ -34,7 +34,7 @@ TEST(Config, LoadsYamlAndKeepsDefaultsForMissingKeys) {
                           "data:\n  train_files: [a.txt, b.txt]\nschedule:\n  warmup_steps: 10\ntrain:\n  steps: 50\n");
   EXPECT_EQ(c.model.hidden_size, 256);
   EXPECT_EQ(c.model.num_heads, 4);
-  EXPECT_EQ(c.model.norm, "pre");
+  EXPECT_EQ(c.model.norm, Norm::kPre);
   EXPECT_EQ(c.model.num_layers, 12);  // default kept
   EXPECT_EQ(c.train.steps, 50);
   ASSERT_EQ(c.data.train_files.size(), 2u);
@@ -80,6 +80,55 @@ TEST(Config, ResolvedYamlRoundTrips) {
   EXPECT_EQ(d.data.train_files[1], "c: d.txt");
   EXPECT_DOUBLE_EQ(d.model.layer_norm_eps, 1e-5);
   EXPECT_NE(text.find("rotary_base: 10000.0"), std::string::npos) << text;
+}
+
+// The enumerated settings are enums named by the table: each name reads into its enum, prints back
+// as the same name (to_yaml, to_string), and an unknown name lists the accepted ones.
+TEST(Config, EnumeratedSettingsAreNamedByTheTable) {
+  const Config c = parse_config("", {"model.position=absolute", "model.norm=pre", "model.attention=linear",
+                                     "model.hidden_act=gelu_tanh", "train.precision=fp32"});
+  EXPECT_EQ(c.model.position, Position::kAbsolute);
+  EXPECT_EQ(c.model.norm, Norm::kPre);
+  EXPECT_EQ(c.model.attention, Attention::kLinear);
+  EXPECT_EQ(c.model.hidden_act, Activation::kGeluTanh);
+  EXPECT_EQ(c.train.precision, Precision::kFp32);
+  EXPECT_EQ(Config{}.train.precision, Precision::kBf16);
+  const std::string yaml = to_yaml(c);
+  for (const char* line : {"position: absolute", "norm: pre", "attention: linear", "hidden_act: gelu_tanh",
+                           "precision: fp32"})
+    EXPECT_NE(yaml.find(line), std::string::npos) << line;
+  EXPECT_EQ(to_string(Precision::kFp16), "fp16");
+  EXPECT_EQ(to_string(Activation::kRelu), "relu");
+  EXPECT_EQ(to_string(Position::kNone), "none");
+  EXPECT_EQ(to_string(Attention::kSoftmax), "softmax");
+  EXPECT_EQ(to_string(Norm::kPost), "post");
+  auto msg = error_of([] { parse_config("", {"model.hidden_act=swish"}); });
+  EXPECT_NE(msg.find("model.hidden_act = 'swish' is not allowed: choose one of gelu, gelu_tanh, relu"),
+            std::string::npos) << msg;
+  msg = error_of([] { parse_config("", {"train.precision=fp8"}); });
+  EXPECT_NE(msg.find("train.precision = 'fp8' is not allowed: choose one of fp32, bf16, fp16"), std::string::npos)
+      << msg;
+  msg = error_of([] { parse_config("", {"model.attention=[softmax]"}); });
+  EXPECT_NE(msg.find("model.attention: expected a string"), std::string::npos) << msg;
+}
+
+// A config built in code is held to the table's ranges too (validate checks every field).
+TEST(Config, ValidateChecksRangesOfAConfigBuiltInCode) {
+  Config c;
+  c.train.batch_size = 0;
+  auto msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("train.batch_size = 0 is out of range: allowed >= 1"), std::string::npos) << msg;
+  ModelConfig m;
+  m.hidden_dropout = 1.0;
+  msg = error_of([&] { validate_model(m); });
+  EXPECT_NE(msg.find("model.hidden_dropout = 1.0 is out of range"), std::string::npos) << msg;
+  msg = error_of([] {
+    ModelConfig linear;
+    linear.attention = Attention::kLinear;
+    linear.rotary_value = true;
+    validate_model(linear);
+  });
+  EXPECT_NE(msg.find("model.rotary_value is only supported with model.attention: softmax"), std::string::npos) << msg;
 }
 
 TEST(Config, UnknownKeySuggestsNearest) {
@@ -149,7 +198,7 @@ TEST(Config, CrossFieldChecks) {
   auto msg11 = error_of([] { parse_config("", {"train.precision=fp32", "train.param_dtype=bf16"}); });
   EXPECT_NE(msg11.find("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is fp32)"),
             std::string::npos) << msg11;
-  EXPECT_EQ(parse_config("", {"train.param_dtype=bf16"}).train.param_dtype, "bf16");  // precision bf16 by default
+  EXPECT_EQ(parse_config("", {"train.param_dtype=bf16"}).train.param_dtype, ParamDtype::kBf16);  // precision bf16 by default
   auto msg12 = error_of([] { parse_config("", {"train.param_dtype=fp16"}); });
   EXPECT_NE(msg12.find("train.param_dtype"), std::string::npos) << msg12;
 }

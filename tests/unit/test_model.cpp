@@ -20,7 +20,11 @@ namespace {
 using namespace roformer::model;
 using roformer::test::error_of;
 
-RoFormerOptions tiny(const std::string& norm = "post") { return roformer::test::tiny_model_options().norm(norm); }
+// The tiny model (model_util.h) with config overrides: tiny({"model.norm=pre"}).
+RoFormerOptions tiny(const std::vector<std::string>& overrides = {}, int64_t vocab_size = 50) {
+  return roformer::test::tiny_model_options(overrides, vocab_size);
+}
+RoFormerOptions tiny_norm(const std::string& norm) { return tiny({"model.norm=" + norm}); }
 
 struct Batch {
   torch::Tensor ids, mask, types;
@@ -36,75 +40,50 @@ Batch make_batch(int64_t vocab, int64_t B = 3, int64_t T = 10) {
   return b;
 }
 
-TEST(ModelOptions, FromConfigMapsEveryField) {
-  roformer::config::ModelConfig m;
-  m.hidden_size = 96;
-  m.num_layers = 3;
-  m.num_heads = 6;
-  m.intermediate_size = 200;
-  m.embedding_size = 0;
-  m.max_position_embeddings = 77;
-  m.type_vocab_size = 0;
-  m.hidden_dropout = 0.25;
-  m.attention_dropout = 0.125;
-  m.layer_norm_eps = 1e-6;
-  m.initializer_range = 0.05;
-  m.rotary_base = 500.0;
-  m.rotary_value = true;
-  m.norm = "pre";
-  m.attention = "linear";
-  m.hidden_act = "relu";
-  m.gradient_checkpointing = true;
-  auto o = options_from_config(m, 1234);
-  EXPECT_EQ(o.vocab_size(), 1234);
-  EXPECT_EQ(o.hidden_size(), 96);
-  EXPECT_EQ(o.num_layers(), 3);
-  EXPECT_EQ(o.num_heads(), 6);
-  EXPECT_EQ(o.intermediate_size(), 200);
+// The options hold the config's model section as it is (nothing mirrored, nothing renamed): every
+// key of the config table reads the same from the options, the vocabulary resolved.
+TEST(ModelOptions, HoldTheConfigSectionAsItIs) {
+  const auto c = roformer::config::parse_config(
+      "", {"model.hidden_size=96", "model.num_layers=3", "model.num_heads=6", "model.intermediate_size=200",
+           "model.max_position_embeddings=77", "model.type_vocab_size=0", "model.hidden_dropout=0.25",
+           "model.attention_dropout=0.125", "model.layer_norm_eps=1e-6", "model.initializer_range=0.05",
+           "model.rotary_base=500", "model.norm=pre", "model.attention=softmax", "model.rotary_value=true",
+           "model.hidden_act=relu", "model.gradient_checkpointing=true", "data.max_seq_len=64"});
+  const RoFormerOptions o(c.model, 1234);
+  roformer::config::Config expected = c, held = c;
+  expected.model.vocab_size = 1234;
+  held.model = o.model();
+  EXPECT_TRUE(roformer::config::diff(expected, held).empty());
+  EXPECT_EQ(o.model().norm, roformer::config::Norm::kPre);
+  EXPECT_EQ(o.model().hidden_act, roformer::config::Activation::kRelu);
   EXPECT_EQ(o.embedding_size(), 96);  // 0 resolves to hidden_size
-  EXPECT_EQ(o.max_position_embeddings(), 77);
-  EXPECT_EQ(o.type_vocab_size(), 0);
-  EXPECT_DOUBLE_EQ(o.hidden_dropout(), 0.25);
-  EXPECT_DOUBLE_EQ(o.attention_dropout(), 0.125);
-  EXPECT_DOUBLE_EQ(o.layer_norm_eps(), 1e-6);
-  EXPECT_DOUBLE_EQ(o.initializer_range(), 0.05);
-  EXPECT_DOUBLE_EQ(o.rotary_base(), 500.0);
-  EXPECT_TRUE(o.rotary_value());
-  EXPECT_EQ(o.norm(), "pre");
-  EXPECT_EQ(o.attention(), "linear");
-  EXPECT_EQ(o.hidden_act(), "relu");
-  EXPECT_TRUE(o.gradient_checkpointing());
   EXPECT_EQ(o.pad_token_id(), 0);
-  EXPECT_EQ(o.rotary_impl(), "elementwise");
-  m.embedding_size = 24;
-  EXPECT_EQ(options_from_config(m, 10).embedding_size(), 24);
+  EXPECT_EQ(o.kernels().rotary, RotaryImpl::kElementwise);
+  EXPECT_EQ(RoFormerOptions(roformer::config::parse_config("", {"model.embedding_size=24"}).model, 10).embedding_size(), 24);
 }
 
+// The model refuses what the config loader refuses (one validator: config::validate_model), also
+// for options built in code, and a vocabulary that was never resolved.
 TEST(ModelOptions, InvalidOptionsAreRejectedWithTheReason) {
-  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().num_heads(5)); }).find("not divisible by num_heads 5"),
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny({"model.num_heads=5"})); })
+                .find("model.hidden_size (32) must be divisible by model.num_heads (5)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().hidden_size(36).num_heads(12)); }).find("must be even"),
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny({"model.hidden_size=36", "model.num_heads=12"})); })
+                .find("must be even"),
             std::string::npos);
-  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().norm("sandwich")); }).find("norm must be post or pre"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().vocab_size(0)); }).find("vocab_size must be > 0"),
+  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny({}, 0)); }).find("vocab_size must be > 0"), std::string::npos);
+  auto o = tiny();
+  o.model().num_layers = 0;  // out of the table's range, set in code
+  EXPECT_NE(error_of([&] { RoFormerForMaskedLM m(o); }).find("config key model.num_layers = 0 is out of range"),
             std::string::npos);
 }
 
-// The string options (as in the config) are parsed into enums once; the forward compares no strings.
-TEST(ModelOptions, EnumeratedOptionsParseOnceAndRefuseUnknownValues) {
-  EXPECT_EQ(parse_norm("pre"), Norm::kPre);
-  EXPECT_EQ(parse_norm("post"), Norm::kPost);
-  EXPECT_EQ(parse_attention("linear"), Attention::kLinear);
-  EXPECT_EQ(parse_activation("gelu_tanh"), Activation::kGeluTanh);
-  EXPECT_EQ(parse_rotary_impl("matrix"), RotaryImpl::kMatrix);
-  EXPECT_EQ(parse_rotary_impl("fused"), RotaryImpl::kFused);
-  EXPECT_NE(error_of([] { parse_attention("sparse"); }).find("attention must be softmax or linear, got sparse"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { parse_activation("swish"); }).find("hidden_act must be gelu, gelu_tanh or relu, got swish"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny().rotary_impl("complex")); }).find("rotary_impl must be"),
-            std::string::npos);
+TEST(ModelOptions, RotaryImplementationsByName) {
+  EXPECT_EQ(rotary_impl_named("matrix"), RotaryImpl::kMatrix);
+  EXPECT_EQ(rotary_impl_named("fused"), RotaryImpl::kFused);
+  EXPECT_EQ(rotary_impl_named("complex"), std::nullopt);
+  for (auto impl : {RotaryImpl::kElementwise, RotaryImpl::kFused, RotaryImpl::kMatrix})
+    EXPECT_EQ(rotary_impl_named(to_string(impl)), impl);
 }
 
 TEST(Model, BadInputsGiveClearErrors) {
@@ -115,7 +94,7 @@ TEST(Model, BadInputsGiveClearErrors) {
   msg = error_of([&] { model->forward(torch::full({1, 3}, -1, torch::kLong)); });
   EXPECT_NE(msg.find("token id -1 outside the vocabulary"), std::string::npos) << msg;
   // Beyond the 32 rows: the learned absolute table refuses (rotary extends: test_position).
-  RoFormerForMaskedLM absolute(tiny().position("absolute"));
+  RoFormerForMaskedLM absolute(tiny({"model.position=absolute"}));
   msg = error_of([&] { absolute->forward(torch::ones({1, 33}, torch::kLong)); });
   EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32"), std::string::npos) << msg;
   EXPECT_NO_THROW(absolute->forward(torch::ones({1, 32}, torch::kLong)));
@@ -125,7 +104,7 @@ TEST(Model, BadInputsGiveClearErrors) {
 TEST(Model, ShapesDenseAndSparse) {
   auto o = tiny();
   RoFormerForMaskedLM model(o);
-  auto b = make_batch(o.vocab_size());
+  auto b = make_batch(o.model().vocab_size);
   EXPECT_EQ(model->encode(b.ids, b.mask, b.types).sizes(), (std::vector<int64_t>{3, 10, 32}));
   EXPECT_EQ(model->forward(b.ids, b.mask, b.types).sizes(), (std::vector<int64_t>{3, 10, 50}));
   auto pos = torch::tensor({0, 7, 12, 29}, torch::kLong);
@@ -135,13 +114,13 @@ TEST(Model, ShapesDenseAndSparse) {
 TEST(Model, SparseHeadEqualsDenseHeadGatheredValuesAndGradients) {
   for (const bool factorized : {false, true}) {
     SCOPED_TRACE(factorized);
-    auto o = tiny().embedding_size(factorized ? 16 : 32);
+    auto o = tiny({factorized ? "model.embedding_size=16" : "model.embedding_size=32"});
     RoFormerForMaskedLM model(o);
-    auto b = make_batch(o.vocab_size());
+    auto b = make_batch(o.model().vocab_size);
     auto pos = torch::tensor({1, 4, 9, 10, 15, 22, 28}, torch::kLong);  // flat into B*T = 30
     auto labels = torch::tensor({3, 8, 1, 40, 2, 17, 9}, torch::kLong);
 
-    auto dense = model->forward(b.ids, b.mask, b.types).view({-1, o.vocab_size()}).index_select(0, pos);
+    auto dense = model->forward(b.ids, b.mask, b.types).view({-1, o.model().vocab_size}).index_select(0, pos);
     auto loss_dense = torch::nn::functional::cross_entropy(dense, labels);
     loss_dense.backward();
     std::vector<torch::Tensor> grads_dense;
@@ -161,10 +140,10 @@ TEST(Model, SparseHeadEqualsDenseHeadGatheredValuesAndGradients) {
 TEST(Model, PaddedTokensDoNotChangeRealTokensAndAllOnesMaskEqualsNoMask) {
   for (const std::string attention : {"softmax", "linear"}) {
     SCOPED_TRACE(attention);
-    auto o = tiny().attention(attention);
+    auto o = tiny({"model.attention=" + attention});
     RoFormerForMaskedLM model(o);
     model->eval();
-    auto b = make_batch(o.vocab_size());
+    auto b = make_batch(o.model().vocab_size);
     auto out = model->encode(b.ids, b.mask, b.types);
     auto ids2 = b.ids.clone();
     ids2.index_put_({1, torch::indexing::Slice(6, torch::indexing::None)}, 7);  // other tokens under the padding
@@ -181,7 +160,7 @@ TEST(Model, PaddedTokensDoNotChangeRealTokensAndAllOnesMaskEqualsNoMask) {
 TEST(Model, AllPaddingRowAttendsEverywhereLikeHfAndStaysFinite) {
   for (const std::string attention : {"softmax", "linear"}) {
     SCOPED_TRACE(attention);
-    RoFormerForMaskedLM model(tiny().attention(attention));
+    RoFormerForMaskedLM model(tiny({"model.attention=" + attention}));
     auto b = make_batch(50);
     b.mask[2].zero_();
     b.ids[2].zero_();
@@ -205,14 +184,14 @@ TEST(Model, TokenTypesUndefinedEqualZeros) {
   auto zeros = torch::zeros_like(b.ids);
   EXPECT_TRUE(torch::allclose(model->forward(b.ids, b.mask), model->forward(b.ids, b.mask, zeros), 1e-6, 1e-6));
   EXPECT_FALSE(torch::allclose(model->forward(b.ids, b.mask), model->forward(b.ids, b.mask, b.types), 1e-4, 1e-4));
-  RoFormerForMaskedLM no_types(tiny().type_vocab_size(0));
+  RoFormerForMaskedLM no_types(tiny({"model.type_vocab_size=0"}));
   for (const auto& [name, t] : no_types->hf_named_parameters())
     EXPECT_EQ(name.find("token_type"), std::string::npos) << name;
   EXPECT_EQ(no_types->forward(b.ids, b.mask).sizes(), (std::vector<int64_t>{3, 10, 50}));
 }
 
 TEST(Model, TiedWeightsAndHfNames) {
-  RoFormerForMaskedLM model(tiny().embedding_size(16));
+  RoFormerForMaskedLM model(tiny({"model.embedding_size=16"}));
   std::map<std::string, torch::Tensor> named;
   std::vector<std::string> order;
   for (const auto& [name, t] : model->hf_named_parameters()) {
@@ -228,7 +207,7 @@ TEST(Model, TiedWeightsAndHfNames) {
   EXPECT_EQ(order.front(), "roformer.embeddings.word_embeddings.weight");
   EXPECT_EQ(order.back(), "cls.predictions.decoder.bias");
   // Pre-LN adds a final LayerNorm.
-  RoFormerForMaskedLM pre(tiny("pre"));
+  RoFormerForMaskedLM pre(tiny_norm("pre"));
   int finals = 0;
   for (const auto& [name, t] : pre->hf_named_parameters()) finals += name.rfind("roformer.encoder.final_layer_norm.", 0) == 0;
   EXPECT_EQ(finals, 2);
@@ -240,7 +219,7 @@ TEST(Model, LoadHfStateDictRoundTripAndErrors) {
   std::map<std::string, torch::Tensor> state;
   for (const auto& [name, t] : a->hf_named_parameters()) state[name] = t.detach().clone();
   b->load_hf_state_dict(state);
-  auto batch = make_batch(o.vocab_size());
+  auto batch = make_batch(o.model().vocab_size);
   EXPECT_TRUE(torch::equal(a->forward(batch.ids, batch.mask), b->forward(batch.ids, batch.mask)));
 
   // HF's save_pretrained drops tied duplicates: still loadable without the alias keys.
@@ -265,7 +244,7 @@ TEST(Model, LoadHfStateDictRoundTripAndErrors) {
 }
 
 TEST(Model, DecayGroupsPartitionParameters) {
-  RoFormerForMaskedLM model(tiny("pre").embedding_size(16));
+  RoFormerForMaskedLM model(tiny({"model.norm=pre", "model.embedding_size=16"}));
   for (const bool with_embeddings : {false, true}) {
     SCOPED_TRACE(with_embeddings);
     auto decay = model->decay_parameters(with_embeddings), no_decay = model->no_decay_parameters(with_embeddings);
@@ -292,7 +271,8 @@ TEST(Model, DecayGroupsPartitionParameters) {
 }
 
 TEST(Model, InitializationFollowsHuggingFace) {
-  auto o = tiny().hidden_size(256).num_heads(4).intermediate_size(512).vocab_size(400).initializer_range(0.02).pad_token_id(3);
+  auto o = tiny({"model.hidden_size=256", "model.intermediate_size=512", "model.initializer_range=0.02"}, 400)
+               .pad_token_id(3);
   RoFormerForMaskedLM model(o);
   for (const auto& [name, t] : model->hf_named_parameters()) {
     SCOPED_TRACE(name);
@@ -339,7 +319,9 @@ double loss_and_grads(RoFormerForMaskedLM& model, const Batch& b, std::vector<to
 std::pair<RoFormerForMaskedLM, RoFormerForMaskedLM> plain_and_checkpointed(const RoFormerOptions& o) {
   torch::manual_seed(5);
   RoFormerForMaskedLM plain(o);
-  RoFormerForMaskedLM checkpointed(RoFormerOptions(o).gradient_checkpointing(true));
+  RoFormerOptions recomputing = o;
+  recomputing.model().gradient_checkpointing = true;
+  RoFormerForMaskedLM checkpointed(recomputing);
   std::map<std::string, torch::Tensor> state;
   for (const auto& [name, t] : plain->hf_named_parameters()) state[name] = t.detach().clone();
   checkpointed->load_hf_state_dict(state);
@@ -353,9 +335,10 @@ TEST(Model, GradientCheckpointingGivesTheSameLossAndGradients) {
     for (const double dropout : {0.0, 0.2})
       for (const bool padded : {true, false}) {  // unpadded: no mask (what training batches have)
         SCOPED_TRACE(norm + " dropout " + std::to_string(dropout) + (padded ? " padded" : " unpadded"));
-        auto o = tiny(norm).hidden_dropout(dropout).attention_dropout(dropout);
+        auto o = tiny({"model.norm=" + norm, "model.hidden_dropout=" + std::to_string(dropout),
+                       "model.attention_dropout=" + std::to_string(dropout)});
         auto [plain, checkpointed] = plain_and_checkpointed(o);
-        auto b = make_batch(o.vocab_size());
+        auto b = make_batch(o.model().vocab_size);
         if (!padded) b.mask = torch::Tensor();
         std::vector<torch::Tensor> g_plain, g_ckpt;
         const double l_plain = loss_and_grads(plain, b, &g_plain);
@@ -388,16 +371,16 @@ TEST(Model, GradientCheckpointingRecomputesUnderTheForwardsAutocast) {
   constexpr double kMaxRelativeL1 = 1e-3;
   for (const std::string norm : {"post", "pre"}) {
     SCOPED_TRACE(norm);
-    auto o = tiny(norm).hidden_dropout(0.1).attention_dropout(0.1);
+    auto o = tiny({"model.norm=" + norm, "model.hidden_dropout=0.1", "model.attention_dropout=0.1"});
     auto [plain, checkpointed] = plain_and_checkpointed(o);
-    auto b = make_batch(o.vocab_size());
+    auto b = make_batch(o.model().vocab_size);
     auto run = [&](RoFormerForMaskedLM& model, std::vector<torch::Tensor>* grads) {
       model->zero_grad();
       torch::manual_seed(99);
       auto pos = torch::tensor({0, 3, 5, 11, 14, 21, 26}, torch::kLong);
       torch::Tensor logits;
       {
-        AutocastScope autocast(torch::kCPU, "bf16");
+        AutocastScope autocast(torch::kCPU, roformer::config::Precision::kBf16);
         logits = model->forward_sparse(b.ids, b.mask, pos, b.types);
       }
       EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
@@ -428,7 +411,7 @@ TEST(Model, AttentionBackendIsReportedFromLibTorchsSelector) {
   EXPECT_TRUE(kernels.count(model->attention_backend(2, 16, torch::kFloat32, false)));
   // On the CPU, LibTorch's flash kernel takes unpadded float32 batches; padded ones too.
   EXPECT_EQ(model->attention_backend(2, 16, torch::kFloat32, false), "flash");
-  RoFormerForMaskedLM linear(tiny().attention("linear"));
+  RoFormerForMaskedLM linear(tiny({"model.attention=linear"}));
   EXPECT_EQ(linear->attention_backend(2, 16, torch::kFloat32, false), "linear (no SDPA)");
 }
 
@@ -436,14 +419,19 @@ TEST(Model, AttentionBackendIsReportedFromLibTorchsSelector) {
 // every attention form: "matrix" (the naive rotation matrices) and "fused" (one complex multiply,
 // the trainer's choice on CUDA).
 TEST(Model, RotaryVariantsMatchElementwise) {
-  for (const std::string impl : {"matrix", "fused"}) {
+  for (const auto rotary : {RotaryImpl::kMatrix, RotaryImpl::kFused}) {
+    const std::string impl = to_string(rotary);
     for (const std::string attention : {"softmax", "linear"}) {
-      auto o = tiny().attention(attention).rotary_value(true);
+      // rotary_value (V rotated too) exists for softmax attention only (config::validate_model).
+      auto o = tiny({"model.attention=" + attention,
+                     std::string("model.rotary_value=") + (attention == "softmax" ? "true" : "false")});
       torch::manual_seed(3);
       RoFormerForMaskedLM a(o);
       torch::manual_seed(3);
-      RoFormerForMaskedLM b(RoFormerOptions(o).rotary_impl(impl));
-      auto batch = make_batch(o.vocab_size());
+      RoFormerOptions other = o;
+      other.kernels().rotary = rotary;
+      RoFormerForMaskedLM b(other);
+      auto batch = make_batch(o.model().vocab_size);
       auto la = a->forward(batch.ids, batch.mask, batch.types), lb = b->forward(batch.ids, batch.mask, batch.types);
       EXPECT_TRUE(torch::allclose(la, lb, 1e-4, 1e-5)) << impl << " " << attention;
       la.pow(2).mean().backward();
@@ -456,7 +444,7 @@ TEST(Model, RotaryVariantsMatchElementwise) {
 }
 
 TEST(Model, DropoutOnlyInTrainingMode) {
-  RoFormerForMaskedLM model(tiny().hidden_dropout(0.3).attention_dropout(0.3));
+  RoFormerForMaskedLM model(tiny({"model.hidden_dropout=0.3", "model.attention_dropout=0.3"}));
   auto b = make_batch(50);
   model->eval();
   EXPECT_TRUE(torch::equal(model->forward(b.ids, b.mask), model->forward(b.ids, b.mask)));
@@ -466,16 +454,16 @@ TEST(Model, DropoutOnlyInTrainingMode) {
 
 TEST(Flops, FormulaByHand) {
   // H 32, I 48, E 16 (projection), V 50, L 2, N 4 (D 8); B 2, T 10, P 5.
-  auto o = tiny().embedding_size(16);
+  auto o = tiny({"model.embedding_size=16"});
   const double tokens = 2 * 10;
   const double proj = 2 * tokens * 16 * 32;
   const double layer = 4 * 2 * tokens * 32 * 32 + 2 * 2 * tokens * 32 * 48 + 2 * 2 * 2 * 10 * 10 * 32;
   const double head = 2 * 5 * 32 * 16 + 2 * 5 * 16 * 50;
   EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(o, 2, 10, 5), 3 * (proj + 2 * layer + head));
   const double linear_layer = 4 * 2 * tokens * 32 * 32 + 2 * 2 * tokens * 32 * 48 + 2 * 2 * tokens * 32 * 8;
-  EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(o.attention("linear"), 2, 10, 5), 3 * (proj + 2 * linear_layer + head));
+  EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(tiny({"model.embedding_size=16", "model.attention=linear"}), 2, 10, 5), 3 * (proj + 2 * linear_layer + head));
   // RoFormer-base, T 512, 15% predicted: ~ 6 N_params per token order of magnitude.
-  auto base = RoFormerOptions().vocab_size(30000);
+  const RoFormerOptions base(roformer::config::ModelConfig{}, 30000);
   const double f = mlm_train_flops_per_step(base, 1, 512, 77);
   EXPECT_GT(f, 6.0 * 85e6 * 512);
   EXPECT_LT(f, 6.0 * 85e6 * 512 * 1.3);

@@ -44,22 +44,17 @@ Golden load_golden(const std::string& name) {
   return g;
 }
 
+// The fixture's Hugging Face config as our model section (hidden_act by its config name).
 RoFormerOptions options_for(const Golden& g) {
-  return RoFormerOptions()
-      .vocab_size(g.num("vocab_size"))
-      .hidden_size(g.num("hidden_size"))
-      .num_layers(g.num("num_layers"))
-      .num_heads(g.num("num_heads"))
-      .intermediate_size(g.num("intermediate_size"))
-      .embedding_size(g.num("embedding_size"))
-      .max_position_embeddings(g.num("max_position_embeddings"))
-      .type_vocab_size(g.num("type_vocab_size"))
-      .hidden_dropout(0.0)
-      .attention_dropout(0.0)
-      .layer_norm_eps(std::stod(g.meta.at("layer_norm_eps")))
-      .initializer_range(std::stod(g.meta.at("initializer_range")))
-      .rotary_value(g.meta.at("rotary_value") == "1")
-      .hidden_act(g.meta.at("hidden_act"));
+  roformer::config::Config c;
+  for (const char* key : {"hidden_size", "num_layers", "num_heads", "intermediate_size", "embedding_size",
+                          "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "initializer_range",
+                          "hidden_act"})
+    roformer::config::apply_override(c, std::string("model.") + key + "=" + g.meta.at(key));
+  c.model.hidden_dropout = 0.0;
+  c.model.attention_dropout = 0.0;
+  c.model.rotary_value = g.meta.at("rotary_value") == "1";
+  return RoFormerOptions(c.model, g.num("vocab_size"));
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -100,7 +95,7 @@ TEST_P(GoldenTest, LogitsLossAndGradientsMatchHuggingFace) {
   model->train();
   auto ids = g.get("input/input_ids"), mask = g.get("input/attention_mask");
   auto types = g.get("input/token_type_ids"), labels = g.get("input/labels");
-  const int64_t V = model->options().vocab_size();
+  const int64_t V = model->options().model().vocab_size;
 
   auto logits = model->forward(ids, mask, types);  // (B, T, V)
   auto hf_logits = g.get("output/logits");
@@ -160,7 +155,7 @@ TEST(GoldenSensitivity, WrongRotaryValueSettingChangesLogits) {
   for (const std::string name : {"roformer_post", "roformer_rotary_value"}) {
     auto g = load_golden(name);
     auto options = options_for(g);
-    options.rotary_value(!options.rotary_value());
+    options.model().rotary_value = !options.model().rotary_value;
     RoFormerForMaskedLM model(options);
     model->load_hf_state_dict(g.with_prefix("weight/"));
     torch::NoGradGuard no_grad;

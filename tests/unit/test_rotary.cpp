@@ -131,7 +131,7 @@ TEST(Rotary, TablesFollowTheDtypeOfQueriesAndKeysUnderAutocast) {
   auto x = torch::randn({2, 16, 32});
   EXPECT_EQ(rotary_dtype(x), torch::kFloat32);
   {
-    roformer::model::AutocastScope autocast(torch::kCPU, "bf16");
+    roformer::model::AutocastScope autocast(torch::kCPU, roformer::config::Precision::kBf16);
     EXPECT_EQ(rotary_dtype(x), torch::kBFloat16);
   }
   EXPECT_EQ(rotary_dtype(x), torch::kFloat32);

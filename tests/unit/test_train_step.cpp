@@ -128,7 +128,7 @@ struct MasterWeights {
   explicit MasterWeights(bool fused, double lr = 1e-2) {
     const auto cfg = tiny_step_config(fused, 0.0, "cpu", "bf16", {"train.param_dtype=bf16"});
     torch::manual_seed(7);
-    weights = RoFormerForMaskedLM(roformer::model::options_from_config(cfg.model, kStepVocab));
+    weights = RoFormerForMaskedLM(roformer::model::RoFormerOptions(cfg.model, kStepVocab));
     compute = roformer::train::make_bf16_compute_model(weights);
     auto o = cfg.optimizer;
     o.lr = lr;
