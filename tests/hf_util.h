@@ -8,7 +8,7 @@
 
 #include "core/safetensors.h"
 #include "test_util.h"
-#include "tools/checkpoint_loader.h"
+#include "checkpoint/loader.h"
 
 namespace roformer::test {
 
@@ -18,7 +18,7 @@ namespace roformer::test {
 // .safetensors path), max |difference| <= `tolerance`.
 inline CommandResult check_export_logits(const std::string& checkpoint, const std::string& export_dir,
                                          const std::string& reference, double tolerance = 1e-4) {
-  auto ck = roformer::tools::load_checkpoint(checkpoint, torch::Device(torch::kCPU));
+  auto ck = roformer::checkpoint::load_checkpoint(checkpoint, torch::Device(torch::kCPU));
   torch::manual_seed(0);
   auto ids = torch::randint(5, ck.tokenizer->vocab_size(), {3, 20}, torch::kInt64);  // (B, T)
   ids.index_put_({torch::indexing::Slice(), 0}, 2);

@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/store.h"
 #include "test_util.h"
-#include "train/checkpoint_store.h"
 
 namespace roformer::test {
 
@@ -60,7 +60,7 @@ class TinyRunTest : public ::testing::Test {
 
 // RUN_DIR/checkpoints/step_000000NN
 inline std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
-  return run_dir + "/checkpoints/" + roformer::train::checkpoint_name(step);
+  return run_dir + "/checkpoints/" + roformer::checkpoint::checkpoint_name(step);
 }
 
 // The last line of a command's output that is a JSON object (logs go to stderr, merged there).

@@ -21,7 +21,7 @@
 #include "core/temp_dir_guard.h"
 #include "data/corpus.h"
 #include "data/loader.h"
-#include "tools/checkpoint_loader.h"
+#include "checkpoint/loader.h"
 #include "train/evaluate.h"
 
 namespace roformer::tools {
@@ -74,7 +74,7 @@ int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
 
 int run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
-  auto ck = load_checkpoint(req.checkpoint, device);
+  auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())
     throw Error("no evaluation data: pass --data FILE... (text, JSONL, Parquet, a folder or prepared directories); "

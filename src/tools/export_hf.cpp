@@ -13,14 +13,14 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/safetensors.h"
-#include "tools/checkpoint_loader.h"
+#include "checkpoint/loader.h"
 #include "tools/hf_tokenizer.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/store.h"
 #include "train/metrics.h"
-#include "train/checkpoint_files.h"
+#include "checkpoint/files.h"
 
 namespace roformer::tools {
-namespace files = train::checkpoint_files;
+namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 
 namespace {
@@ -101,7 +101,7 @@ HfTarget hf_target(const config::ModelConfig& m, int64_t embedding_size) {
 }
 
 // README.md: what was trained, how far, how well, and the lines that load it.
-std::string model_card(const LoadedCheckpoint& ck, const HfTarget& target, const std::string& out_dir,
+std::string model_card(const checkpoint::LoadedCheckpoint& ck, const HfTarget& target, const std::string& out_dir,
                        const nlohmann::json& tokenizer) {
   const auto& c = ck.config;
   const auto& m = ck.model->options().model();
@@ -222,7 +222,7 @@ std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::RoFor
 
 void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
   check_export_dir(out_dir, force);
-  auto ck = load_checkpoint(checkpoint, torch::Device(torch::kCPU));
+  auto ck = checkpoint::load_checkpoint(checkpoint, torch::Device(torch::kCPU));
   const auto target = hf_target(ck.config.model, ck.model->options().embedding_size());
   const auto& m = ck.model->options().model();
   HfTokenizerOptions tok_options;

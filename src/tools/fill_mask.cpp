@@ -9,7 +9,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/text_reader.h"
-#include "tools/checkpoint_loader.h"
+#include "checkpoint/loader.h"
 
 namespace roformer::tools {
 namespace {
@@ -37,7 +37,7 @@ std::vector<int64_t> encode_with_masks(const data::Tokenizer& tok, const std::st
 
 int run_fill_mask(const FillMaskRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
-  auto ck = load_checkpoint(req.checkpoint, device);
+  auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   std::vector<std::string> texts = req.texts;
   // Texts are checked as data files are: invalid UTF-8 would otherwise be tokenized as garbage (and
   // end --json output in an encoding error).

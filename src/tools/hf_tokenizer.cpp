@@ -17,7 +17,7 @@
 #include "core/file.h"
 #include "data/spm_model.h"
 #include "data/tokenizer.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/store.h"
 
 namespace roformer::tools {
 namespace fs = std::filesystem;

@@ -12,13 +12,13 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "tools/checkpoint_loader.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/loader.h"
+#include "checkpoint/store.h"
 #include "train/metrics.h"
-#include "train/checkpoint_files.h"
+#include "checkpoint/files.h"
 
 namespace roformer::tools {
-namespace files = train::checkpoint_files;
+namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -26,15 +26,15 @@ int run_inspect(const std::string& path, bool as_json) {
   // A damaged checkpoint must still be reported, so resolve without requiring it to verify.
   std::string dir = path;
   if (!fs::exists(fs::path(path) / files::kManifest) && !fs::exists(fs::path(path) / files::kTrainerState)) {
-    auto all = train::list_checkpoints((fs::path(path) / "checkpoints").string());
-    if (all.empty()) all = train::list_checkpoints(path);
+    auto all = checkpoint::list_checkpoints((fs::path(path) / "checkpoints").string());
+    if (all.empty()) all = checkpoint::list_checkpoints(path);
     if (all.empty()) {
       if (!fs::exists(path)) throw Error(fmt::format("'{}' does not exist", path));
       throw Error(fmt::format("'{}' is neither a checkpoint nor a run directory with checkpoints", path));
     }
     dir = all.back();
   }
-  auto check = train::verify_checkpoint(dir);
+  auto check = checkpoint::verify_checkpoint(dir);
   json report = {{"checkpoint", dir}, {"intact", check.ok}};
   if (!check.ok) report["problem"] = check.problem;
   json state;

@@ -15,11 +15,11 @@
 #include "core/safetensors.h"
 #include "data/tokenizer.h"
 #include "model/roformer.h"
-#include "train/checkpoint_store.h"
-#include "train/checkpoint_files.h"
+#include "checkpoint/store.h"
+#include "checkpoint/files.h"
 
 namespace roformer::train {
-namespace files = checkpoint_files;
+namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -101,12 +101,12 @@ InitSource export_source(const fs::path& dir) {
 InitSource checkpoint_source(const std::string& path) {
   InitSource s;
   try {
-    s.dir = resolve_checkpoint_dir(path);
+    s.dir = checkpoint::resolve_checkpoint_dir(path);
   } catch (const Error& e) {
     throw Error(fmt::format("--init-from: {}; a directory written by `roformer export --format hf` works too",
                             e.what()));
   }
-  const auto check = verify_checkpoint(s.dir);
+  const auto check = checkpoint::verify_checkpoint(s.dir);
   if (!check.ok)
     throw Error(fmt::format("--init-from: checkpoint {} is not usable: {}; an earlier checkpoint of the run may be "
                             "intact", s.dir, check.problem));

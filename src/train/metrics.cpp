@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/store.h"
 
 namespace roformer::train {
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "train/checkpointer.h"  // get_rng_states / set_rng_states
+#include "checkpoint/checkpointer.h"  // get_rng_states / set_rng_states
 
 namespace roformer::train {
 
@@ -18,9 +18,9 @@ std::vector<torch::Tensor> concat(std::vector<torch::Tensor> a, const std::vecto
 model::RoFormerForMaskedLM make_bf16_compute_model(const model::RoFormerForMaskedLM& weights) {
   // Building a model draws its random initialization: the generators are put back afterwards, so
   // dropout and everything after draws exactly what it would without the copy.
-  const auto rng = get_rng_states();
+  const auto rng = checkpoint::get_rng_states();
   model::RoFormerForMaskedLM compute(weights->options());
-  set_rng_states(rng);
+  checkpoint::set_rng_states(rng);
   const auto device = weights->parameters().front().device();
   compute->to(device);
   // Parameters only: the rotary table (a buffer) stays fp32, as autocast keeps it, so positions are

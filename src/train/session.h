@@ -23,7 +23,7 @@
 #include "data/tokenizer.h"
 #include "dist/env.h"
 #include "model/roformer.h"
-#include "train/checkpointer.h"
+#include "checkpoint/checkpointer.h"
 #include "train/evaluate.h"
 #include "train/init_from.h"
 #include "train/loss_scaler.h"
@@ -153,7 +153,7 @@ class Trainer {
   std::shared_ptr<const data::PreparedCorpus> prepare(const std::vector<std::string>& files, const std::string& name);
   void load_checkpoint(const std::string& dir);
   void save_checkpoint(const std::string& reason);
-  CheckpointContents checkpoint_contents();
+  checkpoint::CheckpointContents checkpoint_contents();
   void run_eval();
   void record(const nlohmann::json& rec);  // a metrics record: metrics.jsonl and TensorBoard (rank 0)
   // A write the run depends on failed (metrics.jsonl, train.log): saves a checkpoint if it still can
@@ -192,7 +192,7 @@ class Trainer {
   dist::DistEnv env_;                               // a single process unless run() finds a launcher
   std::unique_ptr<dist::ProcessGroup> group_;       // run() only; null for `roformer bench`
   std::unique_ptr<dist::GradientReducer> reducer_;  // null for a world of one (dist::make_gradient_reducer)
-  std::unique_ptr<Checkpointer> checkpointer_;      // run() only
+  std::unique_ptr<checkpoint::Checkpointer> checkpointer_;      // run() only
 
   std::optional<data::Tokenizer> tokenizer_;
   std::shared_ptr<const data::PreparedCorpus> train_corpus_, valid_corpus_;

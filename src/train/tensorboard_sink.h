@@ -28,7 +28,7 @@
 
 namespace roformer::train {
 
-inline constexpr const char* kTensorBoardDir = "tensorboard";  // inside the run directory
+using tensorboard::kTensorBoardDir;  // inside the run directory
 
 class TensorBoardSink {
  public:

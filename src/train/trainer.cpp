@@ -47,23 +47,23 @@
 #include "model/roformer.h"
 #include "train/bench.h"
 #include "train/cadence.h"
-#include "train/checkpoint_files.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/files.h"
+#include "checkpoint/store.h"
 #include "train/evaluate.h"
 #include "train/memory_check.h"
 #include "train/metrics.h"
 #include "train/metrics_window.h"
 
 #include "train/progress.h"
-#include "train/resume_policy.h"
-#include "train/run_dir.h"
+#include "checkpoint/resume_policy.h"
+#include "checkpoint/run_dir.h"
 #include "train/schedule.h"
 #include "train/session.h"
 #include "train/signals.h"
-#include "train/trainer_state.h"
+#include "checkpoint/trainer_state.h"
 
 namespace roformer::train {
-namespace files = checkpoint_files;
+namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -73,7 +73,7 @@ namespace {
 // max_step (the state the failing step started from replays the same failure), or start over.
 std::string nonfinite_resume_advice(const std::string& ckpt_dir, const std::string& run_dir, int64_t max_step) {
   const std::string fixes = "lowering optimizer.lr, raising schedule.warmup_steps or setting optimizer.grad_clip";
-  const std::string usable = find_latest_valid_checkpoint(ckpt_dir, nullptr, max_step);
+  const std::string usable = checkpoint::find_latest_valid_checkpoint(ckpt_dir, nullptr, max_step);
   if (usable.empty())
     return fmt::format("No checkpoint from before the failure exists to resume from (the newest state would fail "
                        "the same way), so nothing was saved: start a new run in another --run-dir after {}", fixes);
@@ -126,7 +126,7 @@ void Trainer::setup_tokenizer() {
   if (!resume_dir_.empty()) {
     // The checkpoint carries its tokenizer: the run continues with exactly that one.
     const std::string state_path = (fs::path(resume_dir_) / files::kTrainerState).string();
-    const TrainerState state = parse_trainer_state(core::read_file(state_path), state_path);
+    const checkpoint::TrainerState state = checkpoint::parse_trainer_state(core::read_file(state_path), state_path);
     path = (fs::path(run_dir_) / "tokenizer" / "tokenizer.model").string();
     if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum((fs::path(resume_dir_) / files::kTokenizer).string())) {
       fs::create_directories(fs::path(path).parent_path());
@@ -231,7 +231,7 @@ int64_t Trainer::adamw_step_count() { return optimizer_->step_count(); }
 void Trainer::save_checkpoint(const std::string& reason) {
   const SaveInProgress saving;  // a second stop signal now waits for the save
   optimizer_->sync_step_counts();
-  TrainerState state;
+  checkpoint::TrainerState state;
   state.step = step_;
   state.tokens_seen = tokens_seen_;
   const auto loader_state = loader_->state();
@@ -246,18 +246,18 @@ void Trainer::save_checkpoint(const std::string& reason) {
   state.reason = reason;
   state.roformer_version = ROFORMER_VERSION;
   if (last_eval_)
-    state.last_eval = TrainerState::Eval{last_eval_->loss, last_eval_->accuracy, last_eval_->top5_accuracy,
+    state.last_eval = checkpoint::TrainerState::Eval{last_eval_->loss, last_eval_->accuracy, last_eval_->top5_accuracy,
                                          last_eval_->perplexity};
   checkpointer_->save(state, checkpoint_contents());
 }
 
-CheckpointContents Trainer::checkpoint_contents() {
+checkpoint::CheckpointContents Trainer::checkpoint_contents() {
   return {model_, &optimizer_->torch_optimizer(), &cfg_, &*tokenizer_, metrics_.path(), params_};
 }
 
 // Every rank reads the same checkpoint; the loop's own state comes back from its trainer_state.json.
 void Trainer::load_checkpoint(const std::string& dir) {
-  const TrainerState state = checkpointer_->load(dir, checkpoint_contents(), device_, cfg_.train.seed);
+  const checkpoint::TrainerState state = checkpointer_->load(dir, checkpoint_contents(), device_, cfg_.train.seed);
   step_ = state.step;
   const int64_t global_batch = this->global_batch();
   const int64_t saved_global_batch = state.global_batch_size.value_or(global_batch);
@@ -312,7 +312,7 @@ StepResult Trainer::train_step(bool host_sync) {
   std::vector<torch::Tensor> rng_start;
   if (abandonable) {
     loader_start = loader_->state();
-    rng_start = get_rng_states();
+    rng_start = checkpoint::get_rng_states();
   }
   const std::vector<data::Batch> micro = step_batches(r);
   clock.end(r.timings.data);
@@ -322,7 +322,7 @@ StepResult Trainer::train_step(bool host_sync) {
   if (r.abandoned) {
     optimizer_->zero_grad();
     loader_->restore(*loader_start);
-    set_rng_states(rng_start);
+    checkpoint::set_rng_states(rng_start);
     return r;
   }
   auto grads = unscaled_gradients();
@@ -573,11 +573,11 @@ void Trainer::start_run() {
     setup_data();  // ... the other ranks then find them there
   }
   setup_model_and_optimizer();
-  checkpointer_ = std::make_unique<Checkpointer>(ckpt_dir_, cfg_.checkpoint.keep_last, *group_, env_.rank, world_size());
+  checkpointer_ = std::make_unique<checkpoint::Checkpointer>(ckpt_dir_, cfg_.checkpoint.keep_last, *group_, env_.rank, world_size());
   if (init_) load_init_weights(*init_, *model_);
   dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
   optimizer_->loaded();  // bf16 parameters: the compute model takes the weights
-  if (!main_rank()) torch::manual_seed(rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
+  if (!main_rank()) torch::manual_seed(checkpoint::rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
   if (main_rank()) metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
   if (!resume_dir_.empty()) {
     load_checkpoint(resume_dir_);
@@ -643,7 +643,7 @@ void Trainer::stop_for_failed_write(const std::string& what) {
     try {
       save_checkpoint("a failed write: " + what);
       kept = fmt::format("the {} steps trained were saved in {}", step_,
-                         (fs::path(ckpt_dir_) / checkpoint_name(step_)).string());
+                         (fs::path(ckpt_dir_) / checkpoint::checkpoint_name(step_)).string());
     } catch (const std::exception& e) {
       kept = fmt::format("no checkpoint could be saved either ({}); earlier checkpoints are kept as they were", e.what());
     }
@@ -686,7 +686,7 @@ void Trainer::report_done() const {
     spdlog::info("done: {} steps, {} tokens ({})", step_, tokens_seen_,
                  eval_batches_.empty() ? "no validation data configured"
                                        : "nothing left to train, so no evaluation ran; metrics.jsonl has the last one");
-  spdlog::info("final checkpoint: {}", (fs::path(ckpt_dir_) / checkpoint_name(step_)).string());
+  spdlog::info("final checkpoint: {}", (fs::path(ckpt_dir_) / checkpoint::checkpoint_name(step_)).string());
 }
 
 int Trainer::run() {
@@ -765,21 +765,21 @@ int run_training(const TrainRequest& request) {
   if (run_dir.empty() && !request.config_path.empty()) run_dir = cfg.train.run_dir;
   if (run_dir.empty() && request.resume == "auto")
     throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
-  if (run_dir.empty() && verify_checkpoint(request.resume).ok)
+  if (run_dir.empty() && checkpoint::verify_checkpoint(request.resume).ok)
     run_dir = config::parse_config(core::read_file((fs::path(request.resume) / files::kConfig).string()), {},
                                    request.resume + "/config.yaml").train.run_dir;
   // One process per run directory (rank 0 holds the lock for a data-parallel run), then the
   // checkpoint to start from: docs/training.md "Run directories".
-  std::optional<RunDirLock> lock;
+  std::optional<checkpoint::RunDirLock> lock;
   if (main_process && !run_dir.empty()) {
-    check_run_dir_is_ours(run_dir, request.config_path);
+    checkpoint::check_run_dir_is_ours(run_dir, request.config_path);
     lock.emplace(run_dir);
   }
-  CheckpointChoice choice;
+  checkpoint::CheckpointChoice choice;
   choice.resume = request.resume;
   choice.overwrite = request.overwrite;
   choice.have_config = !request.config_path.empty();
-  const CheckpointPlan plan = plan_checkpoint(run_dir, choice);
+  const checkpoint::CheckpointPlan plan = checkpoint::plan_checkpoint(run_dir, choice);
   const std::string& resume_dir = plan.resume;
   if (!resume_dir.empty()) {
     ckpt_cfg = config::parse_config(core::read_file((fs::path(resume_dir) / files::kConfig).string()), {},
@@ -788,13 +788,13 @@ int run_training(const TrainRequest& request) {
       cfg = config::parse_config(config::to_yaml(*ckpt_cfg), request.overrides, resume_dir + "/config.yaml");
       origin = resume_dir + "/config.yaml";
     }
-    check_resume_changes(*ckpt_cfg, cfg, resume_dir);  // refuses model or data changes
+    checkpoint::check_resume_changes(*ckpt_cfg, cfg, resume_dir);  // refuses model or data changes
   }
   cfg.train.run_dir = run_dir;
   config::validate(cfg);
   if (!resume_dir.empty()) {  // a checkpoint past train.steps would otherwise end in a false "done"
     const std::string state_path = (fs::path(resume_dir) / files::kTrainerState).string();
-    const int64_t saved_step = parse_trainer_state(core::read_file(state_path), state_path).step;
+    const int64_t saved_step = checkpoint::parse_trainer_state(core::read_file(state_path), state_path).step;
     if (saved_step > cfg.train.steps)
       throw Error(fmt::format("checkpoint {} is at step {}, beyond train.steps = {}: there is nothing to train. "
                               "Raise train.steps above {} to continue (--set train.steps=N), or use the checkpoint "
@@ -803,7 +803,7 @@ int run_training(const TrainRequest& request) {
   }
   setup_logging(cfg.logging.level);
   if (init) check_init_architecture(*init, cfg);
-  if (main_process) carry_out(plan, run_dir);  // only rank 0 deletes or moves; every rank planned alike
+  if (main_process) checkpoint::carry_out(plan, run_dir);  // only rank 0 deletes or moves; every rank planned alike
   Trainer trainer(cfg, run_dir, resume_dir, origin);
   if (init) trainer.set_init_source(*init);
   return trainer.run();

@@ -1,4 +1,4 @@
-// Run directories are the user's data (src/train/run_dir.h), through the CLI on the synthetic
+// Run directories are the user's data (src/checkpoint/run_dir.h), through the CLI on the synthetic
 // corpus: a second run into a directory with checkpoints is refused (--overwrite starts over), a
 // resume from an earlier checkpoint moves the later ones aside so `--resume auto` and pruning follow
 // the history being continued, a directory whose checkpoints are all damaged is not overwritten, one

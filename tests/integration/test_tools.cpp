@@ -15,8 +15,8 @@
 #include "hf_util.h"
 #include "run_dir_util.h"
 #include "test_util.h"
-#include "tools/checkpoint_loader.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/loader.h"
+#include "checkpoint/store.h"
 
 using namespace roformer::test;
 namespace fs = std::filesystem;
@@ -293,7 +293,7 @@ TEST_F(ToolsTest, ExportRefusesNonEmptyDirectoryAndCheckpoints) {
     EXPECT_EQ(into.exit_code, 1) << into.output;
     EXPECT_NE(into.output.find("--out " + target + " holds a checkpoint"), std::string::npos) << into.output;
   }
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ck).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(ck).ok);
 }
 
 TEST_F(ToolsTest, EvalWarnsWhenFallingBackToAnOlderCheckpoint) {

@@ -17,7 +17,7 @@
 #include "data/loader.h"
 #include "run_dir_util.h"
 #include "test_util.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/store.h"
 
 using namespace roformer::test;
 namespace fs = std::filesystem;
@@ -77,8 +77,8 @@ TEST_F(TrainTest, RunWritesCheckpointsMetricsLogAndConfig) {
     EXPECT_GT(rec["tokens_per_s"].get<double>(), 0.0);
   }
   EXPECT_EQ(metrics("a", "eval").size(), 2u);  // steps 6 and 12
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("a", 6)).ok);
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("a", 12)).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(ckpt("a", 6)).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(ckpt("a", 12)).ok);
   EXPECT_EQ(read_file(tmp_.str("a/checkpoints/latest")), "step_00000012\n");
   EXPECT_TRUE(fs::exists(tmp_.str("a/train.log")));
   EXPECT_NE(read_file(tmp_.str("a/config.yaml")).find("hidden_size: 32"), std::string::npos);
@@ -170,9 +170,9 @@ TEST_F(TrainTest, SigtermSavesAndExitsCleanly) {
   EXPECT_NE(r.output.find("rc=0"), std::string::npos) << r.output << log;
   EXPECT_NE(log.find("stopped by signal 15"), std::string::npos) << log;
   EXPECT_NE(log.find("Resume with: roformer train --run-dir " + run + " --resume auto"), std::string::npos) << log;
-  auto all = roformer::train::list_checkpoints(run + "/checkpoints");
+  auto all = roformer::checkpoint::list_checkpoints(run + "/checkpoints");
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_TRUE(roformer::train::verify_checkpoint(all[0]).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(all[0]).ok);
   auto state = json::parse(read_file(all[0] + "/trainer_state.json"));
   EXPECT_GE(state["step"].get<int64_t>(), 3);
 }
@@ -184,7 +184,7 @@ TEST_F(TrainTest, KillDuringCheckpointWriteKeepsPreviousAndResumes) {
   auto killed = run_command("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP=12 " + roformer_bin() + " train -c " + config_ +
                             " --run-dir " + tmp_.str("c"));
   EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("c", 6)).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(ckpt("c", 6)).ok);
   EXPECT_FALSE(fs::exists(ckpt("c", 12)));
   EXPECT_EQ(read_file(tmp_.str("c/checkpoints/latest")), "step_00000006\n");
   auto resumed = run_roformer("train --run-dir " + tmp_.str("c") + " --resume auto");
@@ -207,7 +207,7 @@ TEST_F(TrainTest, OutOfDeviceMemoryIsAUserErrorNamingWhatToLower) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("oom", 6)).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(ckpt("oom", 6)).ok);
   auto resumed = run_roformer("train --run-dir " + tmp_.str("oom") + " --resume auto");
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
 }
@@ -228,7 +228,7 @@ TEST_F(TrainTest, CorruptCheckpointIsSkippedOrReported) {
   EXPECT_NE(r.output.find("skipping checkpoint " + ckpt("a", 12)), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("resumed from " + ckpt("a", 6) + " at step 6"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("applying config change train.steps: 12 -> 14"), std::string::npos) << r.output;
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("a", 14)).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(ckpt("a", 14)).ok);
 }
 
 TEST_F(TrainTest, ResumeRefusesModelOrDataChanges) {

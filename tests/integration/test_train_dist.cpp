@@ -24,7 +24,7 @@
 #include "run_dir_util.h"
 #include "tensorboard/event_file.h"
 #include "test_util.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/store.h"
 
 using namespace roformer::test;
 namespace fs = std::filesystem;
@@ -167,7 +167,7 @@ TEST_F(TrainDistTest, TwoProcessesTrainLikeOneWithTheGlobalBatch) {
 
   // One checkpoint per save (written by rank 0 after the ranks agreed on their parameters), with
   // every rank's RNG state and the world size.
-  ASSERT_TRUE(roformer::train::verify_checkpoint(ckpt("two", 12)).ok);
+  ASSERT_TRUE(roformer::checkpoint::verify_checkpoint(ckpt("two", 12)).ok);
   EXPECT_TRUE(fs::exists(ckpt("two", 12) + "/rng.pt"));
   EXPECT_TRUE(fs::exists(ckpt("two", 12) + "/rng_rank1.pt"));
   const auto st = state(ckpt("two", 12));
@@ -264,9 +264,9 @@ TEST_F(TrainDistTest, SignalToOneRankStopsBothAtTheSameStep) {
   const std::string out0 = procs[0].output();
   EXPECT_NE(out0.find("stopped by a signal to another rank at step"), std::string::npos) << out0;
   EXPECT_NE(out0.find("Resume by launching the same 2 processes with"), std::string::npos) << out0;
-  const auto all = roformer::train::list_checkpoints(tmp_.str("s/checkpoints"));
+  const auto all = roformer::checkpoint::list_checkpoints(tmp_.str("s/checkpoints"));
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_TRUE(roformer::train::verify_checkpoint(all[0]).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(all[0]).ok);
   EXPECT_GE(state(all[0])["step"].get<int64_t>(), 3);
   EXPECT_TRUE(fs::exists(all[0] + "/rng_rank1.pt"));
 }
@@ -287,7 +287,7 @@ TEST_F(TrainDistTest, KilledRankStopsTheOtherWithAMessageAndTheCheckpointResumes
   EXPECT_NE(out0.find("rank 1 stopped responding"), std::string::npos) << out0;
   EXPECT_LT(took, 40.0) << out0;
 
-  const std::string latest = roformer::train::find_latest_valid_checkpoint(tmp_.str("k/checkpoints"), nullptr);
+  const std::string latest = roformer::checkpoint::find_latest_valid_checkpoint(tmp_.str("k/checkpoints"), nullptr);
   ASSERT_FALSE(latest.empty());
   const int64_t step = state(latest)["step"].get<int64_t>();
   EXPECT_GE(step, 4);
@@ -295,7 +295,7 @@ TEST_F(TrainDistTest, KilledRankStopsTheOtherWithAMessageAndTheCheckpointResumes
                            "k2.");
   expect_ok(resumed);
   EXPECT_NE(resumed[0].output().find("resumed from " + latest), std::string::npos) << resumed[0].output();
-  EXPECT_TRUE(roformer::train::verify_checkpoint(ckpt("k", step + 2)).ok);
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(ckpt("k", step + 2)).ok);
 }
 
 // Ranks launched with different overrides (or resuming from different checkpoints) stop before

@@ -12,10 +12,10 @@
 #include "core/file.h"
 #include "core/hash.h"
 #include "test_util.h"
-#include "train/checkpoint_store.h"
-#include "train/trainer_state.h"
+#include "checkpoint/store.h"
+#include "checkpoint/trainer_state.h"
 
-using namespace roformer::train;
+using namespace roformer::checkpoint;
 using roformer::test::error_of;
 using roformer::test::read_file;
 using roformer::test::TempDir;
@@ -209,7 +209,7 @@ TEST(CheckpointStore, TrainerStateFieldsAreChecked) {
 // The typed trainer state writes the file it reads: every field survives the round trip, and the
 // text is the JSON the checkpoints have always had (two-space indent, sorted keys, final newline).
 TEST(TrainerState, WrittenStateParsesBackToTheSameFields) {
-  roformer::train::TrainerState s;
+  roformer::checkpoint::TrainerState s;
   s.step = 1200;
   s.tokens_seen = 4915200;
   s.loader_epoch = 2;
@@ -222,11 +222,11 @@ TEST(TrainerState, WrittenStateParsesBackToTheSameFields) {
   s.num_parameters = 110257664;
   s.reason = "periodic";
   s.roformer_version = "0.1.0";
-  s.last_eval = roformer::train::TrainerState::Eval{2.5, 0.41, 0.6, 12.18};
-  const std::string text = roformer::train::trainer_state_json(s);
+  s.last_eval = roformer::checkpoint::TrainerState::Eval{2.5, 0.41, 0.6, 12.18};
+  const std::string text = roformer::checkpoint::trainer_state_json(s);
   EXPECT_EQ(text.rfind("{\n  \"global_batch_size\": 128,\n", 0), 0u) << text;
   EXPECT_EQ(text.back(), '\n');
-  const auto p = roformer::train::parse_trainer_state(text, "state.json");
+  const auto p = roformer::checkpoint::parse_trainer_state(text, "state.json");
   EXPECT_EQ(p.step, s.step);
   EXPECT_EQ(p.tokens_seen, s.tokens_seen);
   EXPECT_EQ(p.loader_epoch, s.loader_epoch);

@@ -9,7 +9,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "test_util.h"
-#include "train/resume_policy.h"
+#include "checkpoint/resume_policy.h"
 
 using roformer::Error;
 using namespace roformer::config;
@@ -306,7 +306,7 @@ TEST(Config, DiffListsChangedKeysAndTheResumePolicySortsThem) {
   EXPECT_EQ(keys, (std::vector<std::string>{"model.hidden_size", "data.train_files", "optimizer.lr", "logging.every"}));
   EXPECT_EQ(changes[0].after, "96");
   EXPECT_EQ(changes[1].after, "[x.txt, y.txt]");
-  const auto sorted = roformer::train::classify_resume_changes(a, b);
+  const auto sorted = roformer::checkpoint::classify_resume_changes(a, b);
   ASSERT_EQ(sorted.refused.size(), 2u);  // the model and the data
   EXPECT_EQ(sorted.refused[0].key, "model.hidden_size");
   ASSERT_EQ(sorted.rescued.size(), 1u);
@@ -314,7 +314,7 @@ TEST(Config, DiffListsChangedKeysAndTheResumePolicySortsThem) {
   ASSERT_EQ(sorted.applied.size(), 1u);
   EXPECT_EQ(sorted.applied[0].key, "logging.every");
   try {
-    roformer::train::check_resume_changes(a, b, "ck");
+    roformer::checkpoint::check_resume_changes(a, b, "ck");
     ADD_FAILURE() << "refused changes must throw";
   } catch (const roformer::Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot resume from ck: the config changes the model or the data:\n  "

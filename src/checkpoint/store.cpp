@@ -1,6 +1,6 @@
 // Crash-safe checkpoint directories: atomic saves with a manifest, verification, listing, pruning;
 // see checkpoint_store.h.
-#include "train/checkpoint_store.h"
+#include "checkpoint/store.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -15,14 +15,14 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/hash.h"
-#include "train/checkpoint_files.h"
+#include "checkpoint/files.h"
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kManifest = checkpoint_files::kManifest;
+constexpr const char* kManifest = files::kManifest;
 constexpr const char* kLatest = "latest";
 
 bool parse_step_name(const std::string& name, int64_t* step) {
@@ -220,4 +220,4 @@ void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, co
   }
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

@@ -1,12 +1,12 @@
 // The resume policy: config differences on resume, sorted and reported; see resume_policy.h.
-#include "train/resume_policy.h"
+#include "checkpoint/resume_policy.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 namespace {
 
 // Keys that may differ between a checkpoint's config and the resuming run's: they change neither
@@ -58,4 +58,4 @@ void check_resume_changes(const config::Config& checkpoint, const config::Config
   for (const auto& a : changes.applied) spdlog::info("resume: applying config change {}", describe(a));
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

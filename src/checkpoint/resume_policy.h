@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 
 struct ResumeChanges {
   std::vector<config::ConfigChange> applied;  // the run still continues exactly
@@ -23,4 +23,4 @@ ResumeChanges classify_resume_changes(const config::Config& checkpoint, const co
 // to do, naming the checkpoint directory.
 void check_resume_changes(const config::Config& checkpoint, const config::Config& now, const std::string& resume_dir);
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 
 struct TrainerState {
   int64_t step = 0;
@@ -36,4 +36,4 @@ std::string trainer_state_json(const TrainerState& state);
 // `origin` (the file's path) prefixes every error. Throws roformer::Error.
 TrainerState parse_trainer_state(const std::string& text, const std::string& origin);
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

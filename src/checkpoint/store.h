@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 
 // One save in progress. Write files at path(name), then commit().
 class CheckpointWriter {
@@ -77,4 +77,4 @@ void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, co
 
 
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

@@ -1,6 +1,6 @@
 // Loading a checkpoint (or a run's newest intact one) for the tools: config, state, tokenizer, model; see
 // checkpoint_loader.h.
-#include "tools/checkpoint_loader.h"
+#include "checkpoint/loader.h"
 
 #include <filesystem>
 #include <fstream>
@@ -12,11 +12,10 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/safetensors.h"
-#include "train/checkpoint_store.h"
-#include "train/checkpoint_files.h"
+#include "checkpoint/store.h"
+#include "checkpoint/files.h"
 
-namespace roformer::tools {
-namespace files = train::checkpoint_files;
+namespace roformer::checkpoint {
 namespace fs = std::filesystem;
 
 namespace {
@@ -38,13 +37,13 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& d
   const std::string checkpoints = (fs::path(path) / "checkpoints").string();
   for (int attempt = 1;; ++attempt) {
     std::string dir;
-    const auto listed = train::list_checkpoints(checkpoints);
+    const auto listed = list_checkpoints(checkpoints);
     try {
-      dir = train::resolve_checkpoint_dir(path);
+      dir = resolve_checkpoint_dir(path);
       return load_checkpoint_dir(dir, device);
     } catch (const std::exception& e) {
       std::error_code ec;
-      const bool pruned = dir.empty() ? train::list_checkpoints(checkpoints) != listed : !fs::exists(dir, ec);
+      const bool pruned = dir.empty() ? list_checkpoints(checkpoints) != listed : !fs::exists(dir, ec);
       if (!pruned || attempt == kAttempts) throw;
       spdlog::info("checkpoint {} was pruned by the run training into {} while it was read; choosing its newest "
                    "checkpoint again", dir, path);
@@ -57,7 +56,7 @@ namespace {
 LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch::Device& device) {
   LoadedCheckpoint ck;
   ck.dir = checkpoint;
-  auto check = train::verify_checkpoint(ck.dir);
+  auto check = verify_checkpoint(ck.dir);
   if (!check.ok)
     throw Error(fmt::format("checkpoint {} is not usable: {}. `roformer inspect {}` shows its state; an earlier "
                             "checkpoint of the run may be intact", ck.dir, check.problem, ck.dir));
@@ -65,7 +64,7 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch:
   const std::string config_path = (dir / files::kConfig).string();
   ck.config = config::parse_config(core::read_file(config_path), {}, config_path);
   const std::string state_path = (dir / files::kTrainerState).string();
-  ck.state = train::parse_trainer_state(core::read_file(state_path), state_path);
+  ck.state = parse_trainer_state(core::read_file(state_path), state_path);
   ck.tokenizer_model = core::read_file((dir / files::kTokenizer).string(), "tokenizer model");
   ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
   ck.model = model::RoFormerForMaskedLM(model::RoFormerOptions(ck.config.model, ck.tokenizer->vocab_size()));
@@ -77,4 +76,4 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch:
 
 }  // namespace
 
-}  // namespace roformer::tools
+}  // namespace roformer::checkpoint

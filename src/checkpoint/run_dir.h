@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 
 // A run writes config.yaml, train.log, metrics.jsonl, checkpoints/ and more into its directory, so
 // the directory must be new, empty, or one a run created (it holds the lock file): a folder of the
@@ -58,4 +58,4 @@ struct CheckpointPlan {
 CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoice& choice);
 void carry_out(const CheckpointPlan& plan, const std::string& run_dir);
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

@@ -1,6 +1,6 @@
 // Saving and loading a training run's checkpoints; see checkpointer.h. The directory layout and
-// crash safety are checkpoint_store.h's; the file names checkpoint_files.h's.
-#include "train/checkpointer.h"
+// crash safety are store.h's; the file names files.h's.
+#include "checkpoint/checkpointer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -26,12 +26,11 @@
 #include "core/safetensors.h"
 #include "dist/agreement.h"
 #include "dist/process_group.h"
-#include "train/checkpoint_files.h"
-#include "train/checkpoint_store.h"
+#include "checkpoint/files.h"
+#include "checkpoint/store.h"
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 namespace fs = std::filesystem;
-namespace files = checkpoint_files;
 
 namespace {
 
@@ -215,4 +214,4 @@ void Checkpointer::restore_rng_states(const std::string& dir, int64_t saved_worl
   set_rng_states(rng);
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

@@ -8,22 +8,22 @@
 #include "core/config.h"
 #include "data/tokenizer.h"
 #include "model/roformer.h"
-#include "train/trainer_state.h"
+#include "checkpoint/trainer_state.h"
 
-namespace roformer::tools {
+namespace roformer::checkpoint {
 
 struct LoadedCheckpoint {
   std::string dir;                 // the checkpoint directory
   config::Config config;           // its resolved config
-  train::TrainerState state;       // trainer_state.json, typed
+  TrainerState state;       // trainer_state.json, typed
   std::unique_ptr<data::Tokenizer> tokenizer;
   std::string tokenizer_model;     // the bytes of its tokenizer.model (what `tokenizer` was loaded from)
   model::RoFormerForMaskedLM model{nullptr};  // in eval mode, on the requested device
 };
 
 // `path` is a checkpoint directory (RUN/checkpoints/step_N) or a run directory (then its newest
-// complete checkpoint: train::resolve_checkpoint_dir). Throws roformer::Error saying what is wrong:
+// complete checkpoint: resolve_checkpoint_dir). Throws roformer::Error saying what is wrong:
 // not found, incomplete, corrupt (which file), or weights that do not fit the config.
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device);
 
-}  // namespace roformer::tools
+}  // namespace roformer::checkpoint

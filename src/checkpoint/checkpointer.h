@@ -14,13 +14,13 @@
 #include "core/config.h"
 #include "data/tokenizer.h"
 #include "model/roformer.h"
-#include "train/trainer_state.h"
+#include "checkpoint/trainer_state.h"
 
 namespace roformer::dist {
 class ProcessGroup;
 }
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 
 // What a checkpoint holds, by reference into the trainer.
 struct CheckpointContents {
@@ -70,4 +70,4 @@ void set_rng_states(const std::vector<torch::Tensor>& states);
 
 uint64_t rank_seed(int64_t seed, int rank, int64_t step);
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

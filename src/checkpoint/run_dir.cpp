@@ -1,5 +1,5 @@
 // Run-directory lock and the choice of the checkpoint a run starts from; see run_dir.h.
-#include "train/run_dir.h"
+#include "checkpoint/run_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -20,12 +20,11 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "checkpoint/store.h"
 #include "core/utf8.h"
 #include "tensorboard/event_file.h"
-#include "train/checkpoint_store.h"
-#include "train/tensorboard_sink.h"
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 namespace fs = std::filesystem;
 
 namespace {
@@ -181,7 +180,7 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
     }
     fs::remove(fs::path(run_dir) / "checkpoints" / "latest", ec);
     fs::remove(fs::path(run_dir) / "metrics.jsonl", ec);
-    const fs::path events = fs::path(run_dir) / kTensorBoardDir;  // its event files, not what else is there
+    const fs::path events = fs::path(run_dir) / tensorboard::kTensorBoardDir;  // its event files, not what else is there
     for (const auto& name : tensorboard::list_event_files(events.string())) {
       fs::remove(events / name, ec);
       if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", (events / name).string(), ec.message()));
@@ -206,4 +205,4 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
                chosen_name, names_of(plan.later), aside.string());
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint

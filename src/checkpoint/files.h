@@ -4,11 +4,11 @@
 
 #include <string>
 
-namespace roformer::train::checkpoint_files {
+namespace roformer::checkpoint::files {
 
 inline constexpr const char* kModel = "model.safetensors";      // weights under Hugging Face names
 inline constexpr const char* kOptimizer = "optimizer.pt";       // AdamW state (torch::save)
-inline constexpr const char* kTrainerState = "trainer_state.json";  // train/trainer_state.h
+inline constexpr const char* kTrainerState = "trainer_state.json";  // checkpoint/trainer_state.h
 inline constexpr const char* kConfig = "config.yaml";           // the resolved config of the run
 inline constexpr const char* kTokenizer = "tokenizer.model";    // the SentencePiece model
 inline constexpr const char* kMetrics = "metrics.jsonl";        // the run's metrics up to this step
@@ -17,4 +17,4 @@ inline constexpr const char* kManifest = "manifest.json";       // sizes and che
 // Rank r's generator states (dropout): rng.pt for rank 0, rng_rank<r>.pt for the others.
 inline std::string rng(int rank) { return rank == 0 ? "rng.pt" : "rng_rank" + std::to_string(rank) + ".pt"; }
 
-}  // namespace roformer::train::checkpoint_files
+}  // namespace roformer::checkpoint::files

@@ -1,5 +1,5 @@
 // trainer_state.json parsed with every field checked; see trainer_state.h.
-#include "train/trainer_state.h"
+#include "checkpoint/trainer_state.h"
 
 #include <cmath>
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace roformer::train {
+namespace roformer::checkpoint {
 using nlohmann::json;
 
 namespace {
@@ -93,4 +93,4 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& ori
   return s;
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::checkpoint
