@@ -28,6 +28,7 @@
 #include "dist/gradient_reducer.h"
 #include "dist/process_group.h"
 #include "model/roformer.h"
+#include "model_util.h"
 
 namespace dist = roformer::dist;
 
@@ -114,15 +115,8 @@ int run_train(const std::string& out_dir, int64_t steps, int64_t accum, double b
   // Ranks initialize differently on purpose (rank 0 like the single process); the broadcast below
   // makes every rank start from rank 0's values.
   torch::manual_seed(1234 + static_cast<uint64_t>(r));
-  roformer::config::ModelConfig m;
-  m.hidden_size = 32;
+  roformer::config::ModelConfig m = roformer::test::two_layer_model_config(32, 2, 64, kSeqLen);
   m.embedding_size = 32;
-  m.num_layers = 2;
-  m.num_heads = 2;
-  m.intermediate_size = 64;
-  m.max_position_embeddings = kSeqLen;
-  m.hidden_dropout = 0.0;
-  m.attention_dropout = 0.0;
   roformer::model::RoFormerForMaskedLM model(roformer::model::RoFormerOptions(m, kVocab));
   auto params = model->parameters();
   dist::broadcast_parameters(group, params);

@@ -10,16 +10,23 @@
 
 namespace roformer::test {
 
-inline config::ModelConfig tiny_model_config() {
+// Two layers without dropout; the sizes given, the rest the defaults.
+inline config::ModelConfig two_layer_model_config(int64_t hidden, int64_t heads, int64_t intermediate,
+                                                  int64_t max_positions) {
   config::ModelConfig m;
-  m.hidden_size = 32;
+  m.hidden_size = hidden;
   m.num_layers = 2;
-  m.num_heads = 4;
-  m.intermediate_size = 48;
-  m.embedding_size = 32;
-  m.max_position_embeddings = 32;
+  m.num_heads = heads;
+  m.intermediate_size = intermediate;
+  m.max_position_embeddings = max_positions;
   m.hidden_dropout = 0.0;
   m.attention_dropout = 0.0;
+  return m;
+}
+
+inline config::ModelConfig tiny_model_config() {
+  config::ModelConfig m = two_layer_model_config(32, 4, 48, 32);
+  m.embedding_size = 32;
   m.initializer_range = 0.1;
   return m;
 }

@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "model/autocast.h"
 #include "model/roformer.h"
+#include "model_util.h"
 #include "train_step_util.h"
 
 using namespace roformer::test;
@@ -90,14 +91,7 @@ TEST(GpuStep, FusedQkvAndFusedRotaryMatchTheReferencePath) {
   using namespace roformer::model;
   for (const std::string precision : {"fp32", "bf16"}) {
     SCOPED_TRACE(precision);
-    roformer::config::ModelConfig m;
-    m.hidden_size = 128;
-    m.num_layers = 2;
-    m.num_heads = 4;
-    m.intermediate_size = 256;
-    m.max_position_embeddings = 64;
-    m.hidden_dropout = 0;
-    m.attention_dropout = 0;
+    const roformer::config::ModelConfig m = roformer::test::two_layer_model_config(128, 4, 256, 64);
     RoFormerOptions reference_options(m, 300), fast_options(m, 300);
     reference_options.kernels(Kernels{RotaryImpl::kElementwise, /*fused_qkv=*/false, /*bias_in_gemm=*/false});
     fast_options.kernels(Kernels{RotaryImpl::kFused, /*fused_qkv=*/true, /*bias_in_gemm=*/true});
