@@ -90,20 +90,67 @@ std::string quote_if_needed(const std::string& s) {
   throw Error(fmt::format("config key {}: expected {}, got '{}'", path, expected, scalar_text(node)));
 }
 
+// An integer scalar; integral floats in scientific notation (1e6) are accepted for step counts.
+int64_t parse_integer(const YAML::Node& node, const std::string& path) {
+  const std::string& s = node.Scalar();
+  size_t used = 0;
+  int64_t v = 0;
+  auto too_large = [&] {
+    throw Error(fmt::format("config key {} = {} is too large for a 64-bit integer (at most {}); give a smaller "
+                            "value", path, s, std::numeric_limits<int64_t>::max()));
+  };
+  try {
+    v = std::stoll(s, &used, 10);
+  } catch (const std::out_of_range&) {
+    too_large();
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != 0 && used == s.size()) return v;
+  try {
+    double d = std::stod(s, &used);
+    if (used == s.size() && std::floor(d) == d) {
+      if (std::fabs(d) >= 9.2e18) too_large();
+      return static_cast<int64_t>(d);
+    }
+  } catch (const std::out_of_range&) {
+    too_large();
+  } catch (const std::invalid_argument&) {
+  }
+  type_error(path, node, "an integer");
+}
+
+double parse_number(const YAML::Node& node, const std::string& path) {
+  const std::string& s = node.Scalar();
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v)) type_error(path, node, "a finite number");
+  return v;
+}
+
+std::vector<std::string> parse_string_list(const YAML::Node& node, const std::string& path) {
+  if (node.IsScalar()) return {node.Scalar()};
+  if (!node.IsSequence()) type_error(path, node, "a list of strings");
+  std::vector<std::string> out;
+  for (const auto& item : node) {
+    if (!item.IsScalar()) type_error(path, node, "a list of strings");
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
 template <class T>
 T parse_value(const YAML::Node& node, const std::string& path) {
   if (!node.IsDefined() || node.IsNull())
     throw Error(fmt::format("config key {} has no value; give one or remove the key to keep the default",
                             path));
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    std::vector<std::string> out;
-    if (node.IsScalar()) return {node.Scalar()};
-    if (!node.IsSequence()) type_error(path, node, "a list of strings");
-    for (const auto& item : node) {
-      if (!item.IsScalar()) type_error(path, node, "a list of strings");
-      out.push_back(item.Scalar());
-    }
-    return out;
+    return parse_string_list(node, path);
   } else {
     if (!node.IsScalar()) {
       type_error(path, node,
@@ -120,47 +167,10 @@ T parse_value(const YAML::Node& node, const std::string& path) {
       if (s == "false" || s == "False" || s == "FALSE") return false;
       type_error(path, node, "true or false");
     } else if constexpr (std::is_same_v<T, int64_t>) {
-      const std::string& s = node.Scalar();
-      size_t used = 0;
-      int64_t v = 0;
-      auto too_large = [&] {
-        throw Error(fmt::format("config key {} = {} is too large for a 64-bit integer (at most {}); give a smaller "
-                                "value", path, s, std::numeric_limits<int64_t>::max()));
-      };
-      try {
-        v = std::stoll(s, &used, 10);
-      } catch (const std::out_of_range&) {
-        too_large();
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != s.size()) {
-        // Accept integral floats written in scientific notation (1e6) for step counts.
-        try {
-          double d = std::stod(s, &used);
-          if (used == s.size() && std::floor(d) == d) {
-            if (std::fabs(d) >= 9.2e18) too_large();
-            return static_cast<int64_t>(d);
-          }
-        } catch (const std::out_of_range&) {
-          too_large();
-        } catch (const std::invalid_argument&) {
-        }
-        type_error(path, node, "an integer");
-      }
-      return v;
+      return parse_integer(node, path);
     } else {
       static_assert(std::is_same_v<T, double>);
-      const std::string& s = node.Scalar();
-      size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(s, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != s.size() || !std::isfinite(v)) type_error(path, node, "a finite number");
-      return v;
+      return parse_number(node, path);
     }
   }
 }

@@ -84,6 +84,49 @@ void save_safetensors(const std::string& path,
   if (!out) fail(path, "write failed (disk full?)");
 }
 
+namespace {
+
+// One header entry's tensor, every field checked against the data section it points into.
+torch::Tensor read_tensor(const std::string& path, const std::string& name, const nlohmann::json& entry,
+                          const std::string& data) {
+  const uint64_t data_len = data.size();
+  const std::string where = "tensor '" + name + "': ";
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    fail(path, where + "entry needs dtype, shape and data_offsets");
+  if (!entry["dtype"].is_string()) fail(path, where + "dtype is not a string");
+  torch::ScalarType type;
+  if (!dtype_from_name(entry["dtype"].get<std::string>(), &type))
+    fail(path, where + "unknown dtype " + entry["dtype"].get<std::string>());
+  std::vector<int64_t> shape;
+  if (!entry["shape"].is_array()) fail(path, where + "shape is not an array");
+  // Checked products: a damaged shape must not wrap around to the byte count it claims.
+  uint64_t numel = 1;
+  for (const auto& d : entry["shape"]) {
+    if (!d.is_number_unsigned()) fail(path, where + "shape has a non-integer or negative dimension");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim > data_len || (dim != 0 && numel > data_len / dim))
+      fail(path, where + "shape " + entry["shape"].dump() + " holds more elements than the data section has bytes");
+    shape.push_back(static_cast<int64_t>(dim));
+    numel *= dim;
+  }
+  const auto& offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+    fail(path, where + "data_offsets must be two non-negative integers");
+  const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+  if (begin > end || end > data_len)
+    fail(path, where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                   ") outside the data section of " + std::to_string(data_len) + " bytes (truncated file?)");
+  const uint64_t expected = numel * c10::elementSize(type);
+  if (end - begin != expected)
+    fail(path, where + "holds " + std::to_string(end - begin) + " bytes but dtype and shape need " +
+                   std::to_string(expected));
+  auto tensor = torch::empty(shape, torch::TensorOptions().dtype(type));
+  if (expected > 0) std::memcpy(tensor.data_ptr(), data.data() + begin, expected);
+  return tensor;
+}
+
+}  // namespace
+
 std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
                                                       std::map<std::string, std::string>* metadata) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -122,39 +165,7 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
       }
       continue;
     }
-    const std::string where = "tensor '" + name + "': ";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-      fail(path, where + "entry needs dtype, shape and data_offsets");
-    if (!entry["dtype"].is_string()) fail(path, where + "dtype is not a string");
-    torch::ScalarType type;
-    if (!dtype_from_name(entry["dtype"].get<std::string>(), &type))
-      fail(path, where + "unknown dtype " + entry["dtype"].get<std::string>());
-    std::vector<int64_t> shape;
-    if (!entry["shape"].is_array()) fail(path, where + "shape is not an array");
-    // Checked products: a damaged shape must not wrap around to the byte count it claims.
-    uint64_t numel = 1;
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) fail(path, where + "shape has a non-integer or negative dimension");
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim > data_len || (dim != 0 && numel > data_len / dim))
-        fail(path, where + "shape " + entry["shape"].dump() + " holds more elements than the data section has bytes");
-      shape.push_back(static_cast<int64_t>(dim));
-      numel *= dim;
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      fail(path, where + "data_offsets must be two non-negative integers");
-    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    if (begin > end || end > data_len)
-      fail(path, where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                     ") outside the data section of " + std::to_string(data_len) + " bytes (truncated file?)");
-    const uint64_t expected = numel * c10::elementSize(type);
-    if (end - begin != expected)
-      fail(path, where + "holds " + std::to_string(end - begin) + " bytes but dtype and shape need " +
-                     std::to_string(expected));
-    auto tensor = torch::empty(shape, torch::TensorOptions().dtype(type));
-    if (expected > 0) std::memcpy(tensor.data_ptr(), data.data() + begin, expected);
-    result.emplace(name, std::move(tensor));
+    result.emplace(name, read_tensor(path, name, entry, data));
   }
   return result;
 }

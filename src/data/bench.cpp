@@ -20,8 +20,42 @@ namespace roformer::data {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One loader row: batches served for options.seconds after a warm-up, with `workers` background
+// workers and a masking or packing variant ("", "whole_word" or "document").
+std::string measure_loader(const std::shared_ptr<const PreparedCorpus>& corpus, const DataBenchOptions& options,
+                           int64_t workers, const std::string& variant) {
+  LoaderOptions o;
+  o.batch_size = options.batch_size;
+  o.max_seq_len = options.seq_len;
+  o.num_workers = workers;
+  o.prefetch = 2 * std::max<int64_t>(1, workers);
+  o.masking.whole_word = variant == "whole_word";
+  if (variant == "document") o.packing = "document";
+  MlmLoader loader(corpus, o);
+  for (int i = 0; i < 3; ++i) loader.next();  // warm-up (allocator, page cache)
+  int64_t tokens = 0, predicted = 0, batches = 0;
+  const auto t0 = Clock::now();
+  double secs = 0;
+  do {
+    const Batch b = loader.next();
+    tokens += b.num_tokens;
+    predicted += b.pred_positions.size(0);
+    ++batches;
+    secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  } while (secs < options.seconds);
+  return fmt::format("| loader | {}{}, B={} T={} | {:.1f}M tokens/s ({:.2f}M predicted tokens/s, {:.0f} batches/s) |\n",
+                     workers == 0 ? "num_workers=0 (synchronous, one core)" : fmt::format("num_workers={}", workers),
+                     variant == "whole_word" ? ", whole-word masking" : variant == "document" ? ", packing=document" : "",
+                     options.batch_size, options.seq_len, tokens / 1e6 / secs, predicted / 1e6 / secs, batches / secs);
+}
+
+}  // namespace
+
 std::string run_data_benchmark(const DataBenchOptions& options) {
-  using clock = std::chrono::steady_clock;
   if (!fs::exists(options.input)) throw Error("benchmark input not found: " + options.input + " (pass --input FILE)");
   const fs::path work = fs::temp_directory_path() / ("roformer-bench-" + std::to_string(::getpid()));
   fs::create_directories(work);
@@ -39,9 +73,9 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
     t.inputs = {options.input};
     t.out_dir = (work / "tok").string();
     t.vocab_size = 8000;
-    const auto t0 = clock::now();
+    const auto t0 = Clock::now();
     tokenizer = train_tokenizer(t);
-    spdlog::info("bench: tokenizer trained in {:.1f}s", std::chrono::duration<double>(clock::now() - t0).count());
+    spdlog::info("bench: tokenizer trained in {:.1f}s", std::chrono::duration<double>(Clock::now() - t0).count());
   }
 
   std::ostringstream table;
@@ -63,34 +97,10 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
   const auto corpus = PreparedCorpus::open(prepared);
   int64_t max_workers = 1;
   for (const int64_t t : options.threads_list) max_workers = std::max(max_workers, t);
-  // (workers, variant): the default masking with and without workers, then whole-word masking and
-  // document packing synchronously.
-  const std::vector<std::pair<int64_t, std::string>> runs = {{0, ""}, {max_workers, ""}, {0, "whole_word"}, {0, "document"}};
-  for (const auto& [workers, variant] : runs) {
-    LoaderOptions o;
-    o.batch_size = options.batch_size;
-    o.max_seq_len = options.seq_len;
-    o.num_workers = workers;
-    o.prefetch = 2 * std::max<int64_t>(1, workers);
-    o.masking.whole_word = variant == "whole_word";
-    if (variant == "document") o.packing = "document";
-    MlmLoader loader(corpus, o);
-    for (int i = 0; i < 3; ++i) loader.next();  // warm-up (allocator, page cache)
-    int64_t tokens = 0, predicted = 0, batches = 0;
-    const auto t0 = clock::now();
-    double secs = 0;
-    do {
-      const Batch b = loader.next();
-      tokens += b.num_tokens;
-      predicted += b.pred_positions.size(0);
-      ++batches;
-      secs = std::chrono::duration<double>(clock::now() - t0).count();
-    } while (secs < options.seconds);
-    table << "| loader | " << (workers == 0 ? "num_workers=0 (synchronous, one core)" : fmt::format("num_workers={}", workers))
-          << (variant == "whole_word" ? ", whole-word masking" : variant == "document" ? ", packing=document" : "")
-          << fmt::format(", B={} T={} | {:.1f}M tokens/s ({:.2f}M predicted tokens/s, {:.0f} batches/s) |\n", options.batch_size,
-                         options.seq_len, tokens / 1e6 / secs, predicted / 1e6 / secs, batches / secs);
-  }
+  // The default masking with and without workers, then whole-word masking and document packing synchronously.
+  for (const auto& [workers, variant] : std::vector<std::pair<int64_t, std::string>>{
+           {0, ""}, {max_workers, ""}, {0, "whole_word"}, {0, "document"}})
+    table << measure_loader(corpus, options, workers, variant);
   std::cout << table.str() << std::flush;
   return table.str();
 }

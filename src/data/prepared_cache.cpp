@@ -93,6 +93,40 @@ size_t count_prepared(const PreparedDataRequest& r, const std::string& key) {
   return prepared;
 }
 
+// The run's cache `dir` when it was prepared from these very sources (a touched file with the same
+// content included) and opens intact; null (saying why) when it must be prepared again.
+std::shared_ptr<const PreparedCorpus> reuse_cache(const PreparedDataRequest& r, const std::string& key,
+                                                  const std::string& dir, const std::string& signature_path,
+                                                  const json& signature, const std::vector<std::string>& files,
+                                                  const Tokenizer& tokenizer) {
+  json recorded = read_signature(signature_path);
+  bool touched = false;
+  if (same_sources(recorded, signature, files, touched)) {
+    if (touched) {  // touched, not changed: the same data, recorded with the new times
+      spdlog::info("{}: a file's modification time changed but not its content; using the prepared data as it is",
+                   key);
+      core::write_file_atomic(signature_path, recorded.dump(2) + "\n");
+    }
+    try {
+      auto corpus = PreparedCorpus::open(dir, tokenizer.fingerprint());
+      spdlog::info("using prepared {} data in {}", r.name, dir);
+      return corpus;
+    } catch (const Error& e) {
+      // The run's own cache: it can be rebuilt from the listed files, so nobody needs to step in.
+      spdlog::warn("the prepared {} data in {} is damaged ({}); preparing it again from {}", r.name, dir, e.what(),
+                   key);
+    }
+  } else if (r.resuming && r.name == "train") {
+    spdlog::warn("{} changed since {} was prepared for this run (a file's size, modification time or path, or the "
+                 "list of files): preparing again. The resumed run is no longer an exact continuation of the "
+                 "original: it reads other documents from the restored data position", key, dir);
+  } else {
+    spdlog::info("the {} files, data.text_field or the tokenizer changed since {} was prepared; preparing again",
+                 r.name, dir);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataRequest& r, const Tokenizer& tokenizer) {
@@ -116,34 +150,8 @@ std::shared_ptr<const PreparedCorpus> open_prepared_data(const PreparedDataReque
   const std::string dir = (fs::path(r.cache_dir) / r.name).string();
   const std::string signature_path = (fs::path(r.cache_dir) / (r.name + ".sources.json")).string();
   const json signature = sources_signature(files, tokenizer.fingerprint(), r.text_field);
-  if (is_prepared_dir(dir) && fs::exists(signature_path)) {
-    json recorded = read_signature(signature_path);
-    bool touched = false;
-    if (same_sources(recorded, signature, files, touched)) {
-      if (touched) {  // touched, not changed: the same data, recorded with the new times
-        spdlog::info("{}: a file's modification time changed but not its content; using the prepared data as it is",
-                     key);
-        core::write_file_atomic(signature_path, recorded.dump(2) + "\n");
-      }
-      try {
-        auto corpus = PreparedCorpus::open(dir, tokenizer.fingerprint());
-        spdlog::info("using prepared {} data in {}", r.name, dir);
-        return corpus;
-      } catch (const Error& e) {
-        // The run's own cache: it can be rebuilt from the listed files, so nobody needs to step in.
-        spdlog::warn("the prepared {} data in {} is damaged ({}); preparing it again from {}", r.name, dir, e.what(),
-                     key);
-      }
-    } else if (r.resuming && r.name == "train") {
-      spdlog::warn("{} changed since {} was prepared for this run (a file's size, modification time or path, or the "
-                   "list of files): preparing "
-                   "again. The resumed run is no longer an exact continuation of the original: it reads other "
-                   "documents from the restored data position", key, dir);
-    } else {
-      spdlog::info("the {} files, data.text_field or the tokenizer changed since {} was prepared; preparing again",
-                   r.name, dir);
-    }
-  }
+  if (is_prepared_dir(dir) && fs::exists(signature_path))
+    if (auto corpus = reuse_cache(r, key, dir, signature_path, signature, files, tokenizer)) return corpus;
   spdlog::info("preparing {} data ({} file(s)) into {}", r.name, files.size(), dir);
   PrepareOptions o;
   o.tokenizer_model = tokenizer.model_path();

@@ -229,8 +229,10 @@ std::string Tokenizer::id_to_piece(int32_t id) const {
   return processor_->IdToPiece(id);
 }
 
-std::string train_tokenizer(const TokenizerTrainOptions& options) {
-  const std::vector<std::string> files = expand_inputs(options.inputs);
+namespace {
+
+// Everything SentencePiece would refuse (or abort on), and an --out that holds a tokenizer already.
+void check_train_options(const TokenizerTrainOptions& options) {
   if (options.vocab_size <= Tokenizer::kNumSpecial)
     throw Error("tokenizer vocab_size " + std::to_string(options.vocab_size) + " is too small: ids 0-4 are taken by " +
                 "[PAD] [UNK] [CLS] [SEP] [MASK] and the 94 printable ASCII characters are always pieces; use at least a few hundred");
@@ -249,8 +251,15 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
     throw Error(fmt::format("{} = {} is outside what SentencePiece accepts, [0.98, 1]: use 0.9995 for text in a "
                             "large alphabet, 1.0 for a small one", options.character_coverage_name,
                             options.character_coverage));
+}
 
-  const std::unordered_map<std::string, std::string> args = {
+// SentencePiece's trainer arguments. Every printable ASCII character should be a piece, so English
+// text (and the literal strings "[MASK]", "[PAD]", ...) never encodes to [UNK]. The unigram trainer
+// guarantees it through required_chars; the BPE trainer aborts on a required character absent from
+// the text, so for BPE the characters are instead offered as one extra training paragraph (*extra;
+// kept unless sampling drops it).
+std::unordered_map<std::string, std::string> trainer_spec(const TokenizerTrainOptions& options, std::string* extra) {
+  std::unordered_map<std::string, std::string> spec = {
       {"model_type", options.model_type},
       {"vocab_size", std::to_string(options.vocab_size)},
       {"character_coverage", std::to_string(options.character_coverage)},
@@ -265,17 +274,40 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
       {"control_symbols", "[MASK]"},
       {"minloglevel", "1"},
   };
-  // Every printable ASCII character should be a piece, so English text (and the literal strings
-  // "[MASK]", "[PAD]", ...) never encodes to [UNK]. The unigram trainer guarantees it through
-  // required_chars; the BPE trainer aborts on a required character absent from the text, so for BPE
-  // the characters are instead offered as one extra training paragraph (kept unless sampling drops it).
-  std::unordered_map<std::string, std::string> spec = args;
-  std::string extra;
+  extra->clear();
   if (options.model_type == "unigram") {
     spec["required_chars"] = printable_ascii();
   } else {
-    for (const char c : printable_ascii()) extra += std::string(1, c) + " ";
+    for (const char c : printable_ascii()) *extra += std::string(1, c) + " ";
   }
+  return spec;
+}
+
+// tokenizer.model, tokenizer.vocab and the settings record into --out. The old settings record goes
+// first: a record never describes a model it did not train.
+Tokenizer write_trained_tokenizer(const TokenizerTrainOptions& options, const std::string& model) {
+  fs::create_directories(options.out_dir);
+  const fs::path settings_path = fs::path(options.out_dir) / kTokenizerSettingsFile;
+  std::error_code ec;
+  fs::remove(settings_path, ec);
+  if (ec) throw Error(fmt::format("cannot replace {}: {}", settings_path.string(), ec.message()));
+  const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
+  core::write_file_atomic(model_path, model);
+  Tokenizer tok = Tokenizer::load(model_path);
+  std::string vocab;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
+  core::write_file_atomic((fs::path(options.out_dir) / "tokenizer.vocab").string(), vocab);
+  core::write_file_atomic(settings_path.string(), training_settings(options));
+  return tok;
+}
+
+}  // namespace
+
+std::string train_tokenizer(const TokenizerTrainOptions& options) {
+  const std::vector<std::string> files = expand_inputs(options.inputs);
+  check_train_options(options);
+  std::string extra;
+  const auto spec = trainer_spec(options, &extra);
   // SentencePiece seeds its sampling from a global seed.
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
   ParagraphIterator it(files, options.text_field, extra, options.progress);
@@ -287,20 +319,8 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   if (it.too_long() > 0)
     spdlog::warn("tokenizer: {} line(s) longer than {} bytes (the first in {}) were left out of its training; "
                  "split long lines into paragraphs", it.too_long(), kMaxSentenceBytes, it.first_too_long_file());
-
-  fs::create_directories(options.out_dir);
-  // The old settings record goes first: a record never describes a model it did not train.
-  const fs::path settings_path = fs::path(options.out_dir) / kTokenizerSettingsFile;
-  std::error_code ec;
-  fs::remove(settings_path, ec);
-  if (ec) throw Error(fmt::format("cannot replace {}: {}", settings_path.string(), ec.message()));
+  const Tokenizer tok = write_trained_tokenizer(options, model);
   const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
-  core::write_file_atomic(model_path, model);
-  const Tokenizer tok = Tokenizer::load(model_path);
-  std::string vocab;
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
-  core::write_file_atomic((fs::path(options.out_dir) / "tokenizer.vocab").string(), vocab);
-  core::write_file_atomic(settings_path.string(), training_settings(options));
   spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {})", tok.vocab_size(),
                options.model_type, it.count(), model_path, tok.fingerprint());
   return model_path;

@@ -130,18 +130,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
 
   torch::Tensor context;  // (B, N, T, D)
   if (attention_ == config::Attention::kLinear) {
-    // Linear attention with RoPE (paper eq. 19): phi(x) = elu(x) + 1,
-    //   out_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
-    // The denominator uses the unrotated features so it stays positive. Padded keys get phi = 0.
-    auto fq = torch::elu(q) + 1.0;
-    auto fk = torch::elu(k) + 1.0;
-    if (mask.defined()) fk = fk * mask.transpose(-1, -2).to(fk.dtype());  // mask (B, 1, T, 1)
-    auto rq = rotary_ ? rotate(fq, sin_pos, cos_pos) : fq;
-    auto rk = rotary_ ? rotate(fk, sin_pos, cos_pos) : fk;
-    auto kv = torch::matmul(rk.transpose(-2, -1), v);                       // (B, N, D, D)
-    auto numerator = torch::matmul(rq, kv);                                 // (B, N, T, D)
-    auto denominator = torch::matmul(fq, fk.sum(-2).unsqueeze(-1));         // (B, N, T, 1)
-    context = numerator / denominator.clamp_min(1e-6);
+    context = linear_attention(q, k, v, mask, sin_pos, cos_pos);
   } else {
     if (rotary_ && !rotated) {
       q = rotate(q, sin_pos, cos_pos);
@@ -152,6 +141,24 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
     context = at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, p);
   }
   return context.transpose(1, 2).reshape({B, T, H});
+}
+
+// phi(x) = elu(x) + 1,
+//   out_m = sum_n (R_m phi(q_m))^T (R_n phi(k_n)) v_n / sum_n phi(q_m)^T phi(k_n)
+// The denominator uses the unrotated features so it stays positive. Padded keys get phi = 0.
+torch::Tensor RoFormerSelfAttentionImpl::linear_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                                          const torch::Tensor& v, const torch::Tensor& mask,
+                                                          const torch::Tensor& sin_pos,
+                                                          const torch::Tensor& cos_pos) const {
+  auto fq = torch::elu(q) + 1.0;
+  auto fk = torch::elu(k) + 1.0;
+  if (mask.defined()) fk = fk * mask.transpose(-1, -2).to(fk.dtype());  // mask (B, 1, T, 1)
+  auto rq = rotary_ ? rotate(fq, sin_pos, cos_pos) : fq;
+  auto rk = rotary_ ? rotate(fk, sin_pos, cos_pos) : fk;
+  auto kv = torch::matmul(rk.transpose(-2, -1), v);                // (B, N, D, D)
+  auto numerator = torch::matmul(rq, kv);                          // (B, N, T, D)
+  auto denominator = torch::matmul(fq, fk.sum(-2).unsqueeze(-1));  // (B, N, T, 1)
+  return numerator / denominator.clamp_min(1e-6);
 }
 
 std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype,

@@ -72,6 +72,10 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
 
  private:
   torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) const;
+  // Linear attention with RoPE (paper eq. 19) over (B, N, T, D) heads; mask (B, 1, T, 1) or undefined.
+  torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const torch::Tensor& mask, const torch::Tensor& sin_pos,
+                                 const torch::Tensor& cos_pos) const;
   RoFormerOptions options_;
   config::Attention attention_;
   RotaryImpl rotary_impl_;

@@ -100,19 +100,8 @@ HfTarget hf_target(const config::ModelConfig& m, int64_t embedding_size) {
   return {"RoFormerForMaskedLM", "roformer", "roformer.", "RoFormer", "A RoFormer encoder (rotary position embeddings)"};
 }
 
-// README.md: what was trained, how far, how well, and the lines that load it.
-std::string model_card(const checkpoint::LoadedCheckpoint& ck, const HfTarget& target, const std::string& out_dir,
-                       const nlohmann::json& tokenizer) {
-  const auto& c = ck.config;
-  const auto& m = ck.model->options().model();
-  const auto eval = train::last_metrics_record((fs::path(ck.dir) / files::kMetrics).string(), "eval");
-  const std::string accuracy =
-      eval.is_null() ? "not measured (the run had no validation data)"
-                     : fmt::format("**{:.4f}** (top-5 {:.4f}, loss {:.4f}, perplexity {:.2f}) at step {}, on {} masked "
-                                   "tokens of {}", eval.value("accuracy", 0.0), eval.value("top5_accuracy", 0.0),
-                                   eval.value("loss", 0.0), eval.value("perplexity", 0.0), eval.value("step", 0),
-                                   eval.value("n_predicted", 0), join(c.data.valid_files));
-  static const char* const kCard = R"md(---
+// The model card's text; model_card fills the {names}.
+const char* const kCard = R"md(---
 library_name: transformers
 pipeline_tag: fill-mask
 tags: [{model_type}, fill-mask]
@@ -155,6 +144,19 @@ The resolved `roformer` config of the run:
 ```yaml
 {yaml}```
 )md";
+
+// README.md: what was trained, how far, how well, and the lines that load it.
+std::string model_card(const checkpoint::LoadedCheckpoint& ck, const HfTarget& target, const std::string& out_dir,
+                       const nlohmann::json& tokenizer) {
+  const auto& c = ck.config;
+  const auto& m = ck.model->options().model();
+  const auto eval = train::last_metrics_record((fs::path(ck.dir) / files::kMetrics).string(), "eval");
+  const std::string accuracy =
+      eval.is_null() ? "not measured (the run had no validation data)"
+                     : fmt::format("**{:.4f}** (top-5 {:.4f}, loss {:.4f}, perplexity {:.2f}) at step {}, on {} masked "
+                                   "tokens of {}", eval.value("accuracy", 0.0), eval.value("top5_accuracy", 0.0),
+                                   eval.value("loss", 0.0), eval.value("perplexity", 0.0), eval.value("step", 0),
+                                   eval.value("n_predicted", 0), join(c.data.valid_files));
   return fmt::format(
       fmt::runtime(kCard), fmt::arg("model_type", target.model_type), fmt::arg("name", target.name),
       fmt::arg("description", target.description), fmt::arg("architecture", target.architecture),

@@ -199,6 +199,29 @@ std::string attention_kernel_used(Trainer& trainer, const TrainBenchOptions& o) 
   return attention;
 }
 
+// What was measured: device, precision, the step's variant and its shape.
+json settings_record(Trainer& trainer, const TrainBenchOptions& o) {
+  const auto& c = trainer.config();
+  const bool cuda = trainer.device().is_cuda();
+  return {{"device", trainer.device().str()},
+          {"precision", config::to_string(c.train.precision)},
+          {"param_dtype", config::to_string(c.train.param_dtype)},
+          {"data", o.synthetic ? "synthetic" : "prepared"},
+          {"rotary", model::to_string(trainer.model()->options().kernels().rotary)},
+          {"qkv", o.separate_qkv || !cuda ? "separate" : "fused"},
+          {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
+          {"head", o.dense_head ? "dense" : "sparse"},
+          {"fused_adamw", trainer.uses_fused_adamw()},
+          {"attention_backend", attention_kernel_used(trainer, o)},
+          {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
+          {"batch_size", c.train.batch_size},
+          {"grad_accum", c.train.grad_accum},
+          {"seq_len", c.data.max_seq_len},
+          {"num_parameters", trainer.model()->num_parameters()},
+          {"warmup", o.warmup},
+          {"steps", o.steps}};
+}
+
 // The record of `--json` (and the figures of the table). Sets *peak_source to where the peak
 // TFLOP/s came from (empty when none is known).
 json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measurement& m, std::string* peak_source) {
@@ -223,24 +246,8 @@ json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measuremen
   // Per-step times (min, phase breakdown) are exact only when every step ends synchronized.
   const bool per_step_valid = !cuda || o.breakdown;
 
-  json rec = {{"device", trainer.device().str()},
-              {"device_name", device_name},
-              {"precision", config::to_string(c.train.precision)},
-              {"param_dtype", config::to_string(c.train.param_dtype)},
-              {"data", o.synthetic ? "synthetic" : "prepared"},
-              {"rotary", model::to_string(trainer.model()->options().kernels().rotary)},
-              {"qkv", o.separate_qkv || !cuda ? "separate" : "fused"},
-              {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
-              {"head", o.dense_head ? "dense" : "sparse"},
-              {"fused_adamw", trainer.uses_fused_adamw()},
-              {"attention_backend", attention_kernel_used(trainer, o)},
-              {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
-              {"batch_size", c.train.batch_size},
-              {"grad_accum", c.train.grad_accum},
-              {"seq_len", c.data.max_seq_len},
-              {"num_parameters", trainer.model()->num_parameters()},
-              {"warmup", o.warmup},
-              {"steps", o.steps},
+  json rec = settings_record(trainer, o);
+  rec.update({{"device_name", device_name},
               {"seconds", m.seconds},
               {"tokens", m.tokens},
               {"tokens_per_s", static_cast<double>(m.tokens) / m.seconds},
@@ -253,7 +260,7 @@ json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measuremen
               {"mfu", peak > 0 ? json(tflops / peak) : json(nullptr)},
               {"peak_memory_bytes", peak_bytes},
               {"peak_memory_kind", memory_kind},
-              {"final_loss", m.last.loss}};
+              {"final_loss", m.last.loss}});
   const double n = static_cast<double>(o.steps);
   if (per_step_valid)
     rec["breakdown_ms"] = {{"data", 1000.0 * m.phases.data / n},

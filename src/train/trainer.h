@@ -1,5 +1,5 @@
 // `roformer train`: the config-driven training run. Kept free of LibTorch includes so the CLI
-// compiles quickly; everything lives in trainer.cpp.
+// compiles quickly; launch.cpp works the request out, the Trainer (session.h, trainer.cpp) runs it.
 #pragma once
 
 #include <string>
@@ -16,8 +16,8 @@ struct TrainRequest {
   std::string init_from;                // a new run from these weights and tokenizer (train/init_from.h)
 };
 
-// Runs (or resumes) a training run to completion, or until SIGINT/SIGTERM (then saves and returns 0).
-// Throws roformer::Error for user mistakes; returns the process exit code otherwise.
+// Runs (or resumes) a training run to completion, or until SIGINT/SIGTERM (then saves). Returns 0;
+// throws roformer::Error for what stops a run (a user mistake, a failed write, a non-finite loss).
 int run_training(const TrainRequest& request);
 
 }  // namespace roformer::train

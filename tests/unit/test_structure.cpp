@@ -1,4 +1,4 @@
-// The code keeps its shape (issue 14): no function in src/ longer than kMaxLines, except the
+// The code keeps its shape (issues 14, 23): no function in src/ longer than kMaxLines, except the
 // declarative tables listed below. A newcomer reads the trainer as a list of calls; a function that
 // grows past the limit is split where it has parts, not exempted.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int kMaxLines = 100;
+constexpr int kMaxLines = 60;
 // Tables of data written as code (one entry per line), not logic.
 const std::vector<std::string> kTables = {"build_fields"};
 
