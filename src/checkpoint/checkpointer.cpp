@@ -189,9 +189,6 @@ TrainerState Checkpointer::load(const std::string& dir, const CheckpointContents
     throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
   }
   restore_rng_states(dir, state.world_size, state.step, seed);
-  // metrics.jsonl continues from the checkpoint's copy, as if the run had never stopped.
-  if (rank_ == 0)
-    core::write_file_atomic(contents.metrics_path, core::read_file((fs::path(dir) / files::kMetrics).string()));
   last_saved_step_ = state.step;
   return state;
 }

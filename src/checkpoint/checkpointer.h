@@ -28,7 +28,7 @@ struct CheckpointContents {
   torch::optim::AdamW* optimizer = nullptr;
   const config::Config* config = nullptr;
   const data::Tokenizer* tokenizer = nullptr;
-  std::string metrics_path;            // the run's metrics.jsonl (saved; replaced on load)
+  std::string metrics_path;            // the run's metrics.jsonl (saved; MetricsWriter::resume_from restores it)
   std::vector<torch::Tensor> params;   // data parallel: checked to agree across ranks before a save
 };
 
@@ -43,8 +43,8 @@ class Checkpointer {
   std::string save(const TrainerState& state, const CheckpointContents& contents);
 
   // Reads `dir` into the contents (the optimizer state onto `device`), restores this rank's
-  // generators (another world size: ranks > 0 start new streams from seed) and the metrics file,
-  // and returns the trainer state. Throws roformer::Error naming the checkpoint.
+  // generators (another world size: ranks > 0 start new streams from seed) and returns the trainer
+  // state; metrics.jsonl is the MetricsWriter's to restore. Throws roformer::Error naming the checkpoint.
   TrainerState load(const std::string& dir, const CheckpointContents& contents, const torch::Device& device,
                     int64_t seed);
 

@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/files.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "checkpoint/store.h"
 
 namespace roformer::train {
@@ -31,6 +33,12 @@ nlohmann::json last_metrics_record(const std::string& path, const std::string& t
     if (rec.is_object() && rec.value("type", "") == type) last = std::move(rec);
   }
   return last;
+}
+
+void MetricsWriter::resume_from(const std::string& checkpoint_dir) {
+  out_.close();
+  core::write_file_atomic(path_, core::read_file((std::filesystem::path(checkpoint_dir) / checkpoint::files::kMetrics).string()));
+  *this = MetricsWriter(path_);
 }
 
 void MetricsWriter::write(const nlohmann::json& record) {

@@ -16,6 +16,9 @@ class MetricsWriter {
   explicit MetricsWriter(const std::string& path);
   // Throws roformer::Error naming the file and the reason when the record could not be written.
   void write(const nlohmann::json& record);
+  // A resumed run: the file becomes the checkpoint's copy (the records up to its step), so it
+  // continues as if the run had never stopped, and writing goes on at its end.
+  void resume_from(const std::string& checkpoint_dir);
   const std::string& path() const { return path_; }
 
  private:

@@ -582,7 +582,7 @@ void Trainer::start_run() {
   if (!resume_dir_.empty()) {
     load_checkpoint(resume_dir_);
     optimizer_->loaded();
-    if (main_rank()) metrics_ = MetricsWriter(metrics_.path());  // reopen after the file was replaced
+    if (main_rank()) metrics_.resume_from(resume_dir_);  // the records up to the checkpoint's step
     // The same path may still hold other bytes on another node.
     const auto agreement = dist::check_parameters_agree(*group_, params_);
     if (!agreement.agree)

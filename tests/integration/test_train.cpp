@@ -3,6 +3,7 @@
 // checkpoints, refused config changes, gradient accumulation, a golden loss curve, accuracy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <filesystem>
@@ -106,6 +107,13 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
     EXPECT_EQ(ma[s]["grad_norm"].dump(), mb[s]["grad_norm"].dump()) << "step " << s;
   }
   EXPECT_EQ(metrics("a", "eval")[12]["loss"].dump(), metrics("b", "eval")[12]["loss"].dump());
+  // metrics.jsonl went back to the checkpoint's records (steps 7-12 of the copied file dropped) and
+  // continued: the same lines as the uninterrupted run, none twice.
+  auto lines = [](const std::string& path) {
+    const std::string text = read_file(path);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  EXPECT_EQ(lines(tmp_.str("b/metrics.jsonl")), lines(tmp_.str("a/metrics.jsonl")));
   // The final weights are identical, byte for byte (the optimizer archive is not compared as bytes:
   // LibTorch's archive layout is not canonical; its moments shaped these weights).
   EXPECT_EQ(roformer::core::file_checksum(ckpt("a", 12) + "/model.safetensors"),
