@@ -5,7 +5,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
-#include "train/trainer.h"
+#include "train/launch.h"
 
 namespace roformer::app {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "train/session.h"
+#include "train/trainer.h"
 
 namespace roformer::test {
 

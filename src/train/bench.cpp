@@ -30,7 +30,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "model/flops.h"
-#include "train/session.h"
+#include "train/trainer.h"
 
 namespace roformer::train {
 namespace fs = std::filesystem;

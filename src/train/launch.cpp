@@ -18,8 +18,8 @@
 #include "core/logging.h"
 #include "dist/env.h"
 #include "train/init_from.h"
-#include "train/session.h"
 #include "train/trainer.h"
+#include "train/launch.h"
 
 namespace roformer::train {
 namespace files = checkpoint::files;

@@ -58,7 +58,6 @@
 #include "checkpoint/resume_policy.h"
 #include "checkpoint/run_dir.h"
 #include "train/schedule.h"
-#include "train/session.h"
 #include "train/signals.h"
 #include "checkpoint/trainer_state.h"
 
