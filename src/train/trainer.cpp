@@ -1,14 +1,9 @@
 // The training run: wires the tokenizer, prepared data, the dynamic-masking loader, the RoFormer
-// model, AdamW with two parameter groups, the LR schedule, mixed precision, progress and metrics,
-// periodic evaluation and crash-safe checkpoints with exact resume.
-//
-// A checkpoint is the union of the components' states:
-//   model.safetensors   parameters under Hugging Face names (also what `export` reads)
-//   optimizer.pt        AdamW moments and step counts (LibTorch archive)
-//   rng.pt              CPU (and CUDA) generator states: dropout continues identically
-//   trainer_state.json  global step, tokens seen, loader state, loss-scaler state, fingerprints
-//   config.yaml         the resolved config;  tokenizer.model  the tokenizer;  metrics.jsonl  so far
-// The LR schedule is a pure function of the global step, so its state is the step.
+// model, AdamW (train/optimizer.h), the LR schedule, loss scaling, progress and metrics, periodic
+// evaluation and crash-safe checkpoints with exact resume. What a checkpoint holds and how it is
+// written and read is the checkpoint layer's (checkpoint/files.h, checkpoint/checkpointer.h); the
+// trainer says what to save and when. The LR schedule is a pure function of the global step, so
+// its state is the step.
 #include "train/trainer.h"
 
 

@@ -190,7 +190,7 @@ class Trainer {
   std::string ckpt_dir_;
   torch::Device device_{torch::kCPU};
   dist::DistEnv env_;                               // a single process unless run() finds a launcher
-  std::unique_ptr<dist::ProcessGroup> group_;       // run() only; null for `roformer bench`
+  std::unique_ptr<dist::ProcessGroup> group_;       // setup_device(): a world of one unless a launcher started ranks
   std::unique_ptr<dist::GradientReducer> reducer_;  // null for a world of one (dist::make_gradient_reducer)
   std::unique_ptr<checkpoint::Checkpointer> checkpointer_;      // run() only
 
