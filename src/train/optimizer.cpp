@@ -91,10 +91,13 @@ void AdamW::step(double lr, const torch::Tensor& found_inf) {
     fused_step(found_inf);
   else
     optimizer_->step();
-  if (master_weights()) {  // a skipped update (found_inf) left the masters, so the copy changes nothing
-    torch::NoGradGuard no_grad;
-    torch::_foreach_copy_(compute_params_, params_);  // fp32 -> bf16, round to nearest even
-  }
+  write_back();  // a skipped update (found_inf) left the masters, so the copy changes nothing
+}
+
+void AdamW::write_back() {
+  if (!master_weights()) return;
+  torch::NoGradGuard no_grad;
+  torch::_foreach_copy_(compute_params_, params_);  // fp32 -> bf16, round to nearest even
 }
 
 // at::_fused_adamw_ once per parameter group (the groups differ in weight decay) on the state
@@ -149,9 +152,7 @@ void AdamW::zero_grad() {
 
 void AdamW::loaded() {
   device_steps_.clear();
-  if (!master_weights()) return;
-  torch::NoGradGuard no_grad;
-  torch::_foreach_copy_(compute_params_, params_);
+  write_back();
 }
 
 void AdamW::sync_step_counts() {

@@ -62,6 +62,7 @@ class AdamW {
 
  private:
   void fused_step(const torch::Tensor& found_inf);
+  void write_back();  // master weights: the masters into the compute model (bf16); otherwise nothing
 
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::vector<torch::Tensor> params_;          // the updated parameters, decay group first

@@ -207,13 +207,12 @@ void Trainer::setup_model_and_optimizer() {
   // bf16 parameters: the step runs a bf16 copy and AdamW keeps model_ as the fp32 master weights.
   compute_ = cfg_.train.param_dtype == config::ParamDtype::kBf16 ? make_bf16_compute_model(model_) : model_;
   optimizer_ = std::make_unique<AdamW>(model_, compute_, cfg_.optimizer);
-  params_ = optimizer_->params();
-  // The reducer sums the gradients of params_. With master weights they are the fp32 masters, which
+  // The reducer sums the gradients of the optimizer's parameters. With master weights they are the fp32 masters, which
   // no backward reaches: finish() then all-reduces the accumulated fp32 gradients after the last
   // micro-batch (no overlap with backward, but the sum over ranks in fp32).
   dist::GradientReducerOptions ro;
   ro.bucket_mb = cfg_.distributed.bucket_mb;
-  reducer_ = dist::make_gradient_reducer(*group_, params_, ro);  // none for a world of one
+  reducer_ = dist::make_gradient_reducer(*group_, optimizer_->params(), ro);  // none for a world of one
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   if (const char* at_step = std::getenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP")) fault_nonfinite_step_ = std::atoll(at_step);
   if (const char* at_step = std::getenv("ROFORMER_FAULT_OOM_AT_STEP")) fault_oom_step_ = std::atoll(at_step);
@@ -246,7 +245,7 @@ void Trainer::save_checkpoint(const std::string& reason) {
 }
 
 checkpoint::CheckpointContents Trainer::checkpoint_contents() {
-  return {model_, &optimizer_->torch_optimizer(), &cfg_, &*tokenizer_, metrics_.path(), params_};
+  return {model_, &optimizer_->torch_optimizer(), &cfg_, &*tokenizer_, metrics_.path(), optimizer_->params()};
 }
 
 // Every rank reads the same checkpoint; the loop's own state comes back from its trainer_state.json.
@@ -397,9 +396,7 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
 
 // The defined gradients, unscaled for fp16 (and, for the tests, one made non-finite on request).
 std::vector<torch::Tensor> Trainer::unscaled_gradients() {
-  std::vector<torch::Tensor> grads;
-  for (auto& p : params_)
-    if (p.grad().defined()) grads.push_back(p.grad());
+  std::vector<torch::Tensor> grads = optimizer_->gradients();
   scaler_.unscale(grads);
   // Fault injection for the tests (tests/gpu): a non-finite gradient at one step (fp16: an overflow).
   if (!grads.empty() && fault_nonfinite_step_ == step_ + 1) grads.front().fill_(INFINITY);
@@ -569,7 +566,7 @@ void Trainer::start_run() {
   setup_model_and_optimizer();
   checkpointer_ = std::make_unique<checkpoint::Checkpointer>(ckpt_dir_, cfg_.checkpoint.keep_last, *group_, env_.rank, world_size());
   if (init_) load_init_weights(*init_, *model_);
-  dist::broadcast_parameters(*group_, params_);  // start identical, whatever each rank's init did
+  dist::broadcast_parameters(*group_, optimizer_->params());  // start identical, whatever each rank's init did
   optimizer_->loaded();  // bf16 parameters: the compute model takes the weights
   if (!main_rank()) torch::manual_seed(checkpoint::rank_seed(cfg_.train.seed, env_.rank, 0));  // own dropout stream
   if (main_rank()) metrics_ = MetricsWriter((fs::path(run_dir_) / "metrics.jsonl").string());
@@ -578,7 +575,7 @@ void Trainer::start_run() {
     optimizer_->loaded();
     if (main_rank()) metrics_.resume_from(resume_dir_);  // the records up to the checkpoint's step
     // The same path may still hold other bytes on another node.
-    const auto agreement = dist::check_parameters_agree(*group_, params_);
+    const auto agreement = dist::check_parameters_agree(*group_, optimizer_->params());
     if (!agreement.agree)
       throw Error(fmt::format("after loading {}: {}. The ranks read different checkpoints: the run directory must "
                               "be on a filesystem every rank sees", resume_dir_, agreement.message()));

@@ -202,7 +202,6 @@ class Trainer {
   model::RoFormerForMaskedLM model_{nullptr};    // the fp32 weights
   model::RoFormerForMaskedLM compute_{nullptr};  // what the step runs: model_, or its bf16 copy (param_dtype bf16)
   std::unique_ptr<AdamW> optimizer_;             // holds the state (checkpointed) on every path
-  std::vector<torch::Tensor> params_;            // model_'s parameters, the optimizer's order
   std::unique_ptr<LrSchedule> schedule_;
   MetricsWriter metrics_;
   std::optional<TensorBoardSink> tensorboard_;  // rank 0 with logging.tensorboard, from start_run on
