@@ -1,6 +1,6 @@
 // The checkpoints of a training run: save (model, optimizer, every rank's generator states, the
 // typed trainer state, the resolved config, the tokenizer and the metrics so far; crash-safe
-// through checkpoint_store.h, then pruning) and load (the same, back into the run). Collective in a
+// through checkpoint/store.h, then pruning) and load (the same, back into the run). Collective in a
 // data-parallel run: every rank calls save() and load() alike; rank 0 writes. The trainer only
 // says what to save and when.
 #pragma once

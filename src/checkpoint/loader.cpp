@@ -1,5 +1,5 @@
 // Loading a checkpoint (or a run's newest intact one) for the tools: config, state, tokenizer, model; see
-// checkpoint_loader.h.
+// checkpoint/loader.h.
 #include "checkpoint/loader.h"
 
 #include <filesystem>

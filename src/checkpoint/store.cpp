@@ -1,5 +1,5 @@
 // Crash-safe checkpoint directories: atomic saves with a manifest, verification, listing, pruning;
-// see checkpoint_store.h.
+// see checkpoint/store.h.
 #include "checkpoint/store.h"
 
 #include <signal.h>
