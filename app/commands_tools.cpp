@@ -57,7 +57,8 @@ void register_tool_commands(CLI::App& app) {
     cmd->add_option("--max-sequences", req->max_sequences, "Evaluate only the first N sequences (default: all)");
     cmd->add_option("--seq-len", req->seq_len,
                     "Tokens per evaluated sequence (default: the run's data.max_seq_len; at most "
-                    "model.max_position_embeddings for model.position absolute; rotary extends its table)");
+                    "model.max_position_embeddings with a learned absolute position table; rotary extends its "
+                    "table, relative buckets cover any distance)");
     cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_flag("--json", req->json, "Also print one JSON record on stdout");
     cmd->callback([req] { tools::run_eval(*req); });

@@ -12,10 +12,10 @@
 
 namespace roformer::test {
 
-// Runs check_hf_export.py on `export_dir`: Hugging Face's class for it (RoFormerForMaskedLM, or
-// BertForMaskedLM for learned absolute positions) must load it with no missing or unexpected keys
-// and give the checkpoint's logits on random ids with padding (written to `reference`, a
-// .safetensors path), max |difference| <= `tolerance`.
+// Runs check_hf_export.py on `export_dir`: Hugging Face's class for it (RoFormerForMaskedLM,
+// BertForMaskedLM for learned absolute positions, DebertaV2ForMaskedLM for disentangled attention)
+// must load it with no missing or unexpected keys and give the checkpoint's logits on random ids
+// with padding (written to `reference`, a .safetensors path), max |difference| <= `tolerance`.
 inline CommandResult check_export_logits(const std::string& checkpoint, const std::string& export_dir,
                                          const std::string& reference, double tolerance = 1e-4) {
   auto ck = roformer::checkpoint::load_checkpoint(checkpoint, torch::Device(torch::kCPU));

@@ -202,7 +202,16 @@ const std::vector<std::pair<E, const char*>>& enum_names();
 template <>
 const std::vector<std::pair<Position, const char*>>& enum_names() {
   static const std::vector<std::pair<Position, const char*>> names = {
-      {Position::kRotary, "rotary"}, {Position::kAbsolute, "absolute"}, {Position::kNone, "none"}};
+      {Position::kRotary, "rotary"},
+      {Position::kAbsolute, "absolute"},
+      {Position::kNone, "none"},
+      {Position::kDisentangled, "disentangled"}};
+  return names;
+}
+template <>
+const std::vector<std::pair<RelativeTerms, const char*>>& enum_names() {
+  static const std::vector<std::pair<RelativeTerms, const char*>> names = {
+      {RelativeTerms::kBoth, "c2p+p2c"}, {RelativeTerms::kC2P, "c2p"}, {RelativeTerms::kP2C, "p2c"}};
   return names;
 }
 template <>
@@ -340,7 +349,27 @@ std::vector<Field> build_fields() {
                  at_least(1));
   ROFORMER_FIELD(model, position,
                  "rotary: RoPE in every attention layer; absolute: learned position embeddings added to the word "
-                 "embeddings (BERT); none: no position information (a control)");
+                 "embeddings (BERT); none: no position information (a control); disentangled: DeBERTa's relative "
+                 "attention (content-to-position and position-to-content scores from shared relative embeddings)");
+  ROFORMER_FIELD(model, position_buckets,
+                 "disentangled: relative distances up to half of this are kept, longer ones log-bucketed up to "
+                 "max_relative_positions (DeBERTa-v2/v3); 0 keeps exact distances",
+                 at_least(0));
+  ROFORMER_FIELD(model, max_relative_positions,
+                 "disentangled: distances from this on share the outermost bucket; 0 means max_position_embeddings",
+                 at_least(0));
+  ROFORMER_FIELD(model, pos_att_type,
+                 "disentangled: the relative terms added to the content scores: content-to-position (c2p), "
+                 "position-to-content (p2c) or both");
+  ROFORMER_FIELD(model, share_att_key,
+                 "disentangled: project the relative embeddings with the query/key weights (DeBERTa-v3); false adds "
+                 "pos_key_proj / pos_query_proj");
+  ROFORMER_FIELD(model, position_biased_input,
+                 "disentangled: also add a learned absolute position table to the input embeddings (DeBERTa-v1; "
+                 "limits sequences to max_position_embeddings)");
+  ROFORMER_FIELD(model, enhanced_mask_decoder,
+                 "disentangled: the MLM head reads the last layer re-run twice on queries plus learned absolute "
+                 "positions (DeBERTa's EMD; pretraining head only; limits sequences to max_position_embeddings)");
   ROFORMER_FIELD(model, type_vocab_size, "Token-type embeddings (Hugging Face default 2); 0 disables",
                  at_least(0));
   ROFORMER_FIELD(model, hidden_dropout, "Dropout on embeddings and sublayer outputs", unit_interval_open_right());
@@ -684,6 +713,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 }
 
 std::string to_string(Position value) { return enum_name(value); }
+std::string to_string(RelativeTerms value) { return enum_name(value); }
 std::string to_string(Norm value) { return enum_name(value); }
 std::string to_string(Attention value) { return enum_name(value); }
 std::string to_string(Activation value) { return enum_name(value); }
@@ -703,6 +733,42 @@ constexpr int64_t kMaxTokensPerStep = int64_t{1} << 40;
 void check_fields(const Config& c, const std::string& section) {
   for (const auto& f : fields())
     if (section.empty() || f.section == section) f.check(c);
+}
+
+// The keys of disentangled attention: set to anything but their defaults, they need
+// model.position: disentangled (elsewhere they would be silently ignored).
+const std::vector<std::string>& disentangled_keys() {
+  static const std::vector<std::string> keys = {"position_buckets",      "max_relative_positions", "pos_att_type",
+                                                "share_att_key",         "position_biased_input",
+                                                "enhanced_mask_decoder"};
+  return keys;
+}
+
+void validate_disentangled(const ModelConfig& m) {
+  if (m.position != Position::kDisentangled) {
+    Config given, defaults;
+    given.model = m;
+    for (const auto& f : fields())
+      if (f.section == "model" &&
+          std::find(disentangled_keys().begin(), disentangled_keys().end(), f.key) != disentangled_keys().end() &&
+          f.get(given) != f.get(defaults))
+        invalid(fmt::format("model.{} = {} applies to model.position: disentangled only (got {}); remove it or set "
+                            "model.position: disentangled", f.key, f.get(given), to_string(m.position)));
+    return;
+  }
+  if (m.attention == Attention::kLinear)
+    invalid("model.attention: linear has no disentangled form (the relative scores need the full score matrix); "
+            "use model.attention: softmax with model.position: disentangled");
+  // HF make_log_bucket_position: distances from buckets/2 on are log(d / mid) / log((max - 1) / mid), so
+  // max_relative_positions - 1 must exceed mid = buckets/2.
+  const int64_t buckets = m.position_buckets, max_relative = effective_max_relative_positions(m);
+  if (buckets == 1) invalid("model.position_buckets must be 0 (exact distances) or at least 2 (got 1)");
+  if (buckets > 0 && buckets / 2 >= max_relative - 1)
+    invalid(fmt::format("model.position_buckets ({}) needs model.max_relative_positions above {} (got {}{}): "
+                        "distances up to position_buckets/2 are exact and the log buckets reach from there to "
+                        "max_relative_positions; lower model.position_buckets (DeBERTa-v3 uses half of "
+                        "max_relative_positions) or set it to 0 for exact distances", buckets, buckets / 2 + 1,
+                        max_relative, m.max_relative_positions > 0 ? "" : ", from model.max_position_embeddings"));
 }
 
 }  // namespace
@@ -729,6 +795,7 @@ void validate_model(const ModelConfig& m) {
   if (m.vocab_size != 0 && m.vocab_size < 6)
     invalid(fmt::format("model.vocab_size ({}) must leave room for the 5 special tokens; use 0 to take it from "
                         "the tokenizer", m.vocab_size));
+  validate_disentangled(m);
 }
 
 void validate(const Config& c) {

@@ -16,7 +16,10 @@ namespace roformer::config {
 
 // The enumerated settings. The config table (config.cpp) maps each to the name a config writes
 // ("rotary", "bf16"); to_string gives that name back. Code below the config compares enums.
-enum class Position { kRotary, kAbsolute, kNone };  // where position information enters the model
+enum class Position { kRotary, kAbsolute, kNone, kDisentangled };  // where position information enters the model
+// Which relative-position terms disentangled attention adds to the content-to-content scores
+// (DeBERTa's pos_att_type): content-to-position, position-to-content, or both.
+enum class RelativeTerms { kBoth, kC2P, kP2C };
 enum class Norm { kPost, kPre };                     // LayerNorm after or before each residual block
 enum class Attention { kSoftmax, kLinear };
 enum class Activation { kGelu, kGeluTanh, kRelu };  // gelu (erf), gelu (tanh approximation), relu
@@ -24,6 +27,7 @@ enum class Precision { kFp32, kBf16, kFp16 };        // fp32, or autocast to bf1
 enum class ParamDtype { kFp32, kBf16 };              // the parameters the step computes with
 
 std::string to_string(Position value);
+std::string to_string(RelativeTerms value);
 std::string to_string(Norm value);
 std::string to_string(Attention value);
 std::string to_string(Activation value);
@@ -39,7 +43,14 @@ struct ModelConfig {
   int64_t intermediate_size = 3072;       // feed-forward inner size
   int64_t embedding_size = 0;             // E; 0: equal to hidden_size; E < H adds an E->H projection
   int64_t max_position_embeddings = 1536; // rows of the rotary sin/cos table or the absolute position table
-  Position position = Position::kRotary;  // rotary | absolute | none
+  Position position = Position::kRotary;  // rotary | absolute | none | disentangled
+  // position disentangled (DeBERTa-v2/v3 relative attention; docs/model.md); the defaults are DeBERTa-v3's.
+  int64_t position_buckets = 256;         // relative distances log-bucketed beyond position_buckets/2; 0: exact ones
+  int64_t max_relative_positions = 0;     // distances from here on share the outermost bucket; 0: max_position_embeddings
+  RelativeTerms pos_att_type = RelativeTerms::kBoth;  // c2p+p2c | c2p | p2c
+  bool share_att_key = true;              // the relative embeddings are projected by the query/key weights
+  bool position_biased_input = false;     // also add a learned absolute table to the input embeddings (DeBERTa-v1)
+  bool enhanced_mask_decoder = false;     // EMD: the last layer re-run twice with absolute positions, for the MLM head
   int64_t type_vocab_size = 2;            // token-type embeddings; 0 disables them
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
@@ -197,6 +208,17 @@ inline Precision autocast_precision(const Config& c) {
 inline int64_t head_dim(const ModelConfig& m) { return m.hidden_size / m.num_heads; }
 inline int64_t effective_embedding_size(const ModelConfig& m) {
   return m.embedding_size > 0 ? m.embedding_size : m.hidden_size;
+}
+// The distance from which disentangled attention's relative distances share the outermost bucket.
+inline int64_t effective_max_relative_positions(const ModelConfig& m) {
+  return m.max_relative_positions > 0 ? m.max_relative_positions : m.max_position_embeddings;
+}
+// Whether the model has a learned (max_position_embeddings, E) absolute position table, and so no
+// rows for longer sequences: BERT's (absolute), DeBERTa-v1's input table (position_biased_input) or
+// the enhanced mask decoder's.
+inline bool has_absolute_table(const ModelConfig& m) {
+  return m.position == Position::kAbsolute ||
+         (m.position == Position::kDisentangled && (m.position_biased_input || m.enhanced_mask_decoder));
 }
 
 }  // namespace roformer::config

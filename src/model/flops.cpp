@@ -1,6 +1,10 @@
 // Training FLOPs per step; see flops.h for the formula.
 #include "model/flops.h"
 
+#include <torch/torch.h>
+
+#include "model/disentangled.h"
+
 namespace roformer::model {
 
 double mlm_train_flops_per_step(const RoFormerOptions& o, int64_t batch, int64_t seq_len, int64_t n_pred) {
@@ -14,7 +18,13 @@ double mlm_train_flops_per_step(const RoFormerOptions& o, int64_t batch, int64_t
   if (o.embedding_size() != m.hidden_size) forward += 2.0 * tokens * E * H;
   double layer = 4.0 * 2.0 * tokens * H * H + 2.0 * 2.0 * tokens * H * I;
   layer += m.attention == config::Attention::kLinear ? 2.0 * 2.0 * tokens * H * D : 2.0 * 2.0 * B * T * T * H;
-  forward += static_cast<double>(m.num_layers) * layer;
+  if (m.position == config::Position::kDisentangled) {
+    const double R = static_cast<double>(relative_index(seq_len, m, torch::kCPU).rows);
+    const double terms = m.pos_att_type == config::RelativeTerms::kBoth ? 2.0 : 1.0;
+    layer += terms * (2.0 * R * H * H + 2.0 * tokens * R * H);
+  }
+  const int64_t passes = m.num_layers + (m.enhanced_mask_decoder ? 1 : 0);
+  forward += static_cast<double>(passes) * layer;
   forward += 2.0 * P * H * E + 2.0 * P * E * V;
   return 3.0 * forward;
 }

@@ -3,7 +3,11 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
+#include "model/disentangled.h"
 #include "model/recompute.h"
 #include "model/rotary.h"
 
@@ -45,7 +49,7 @@ RoFormerEmbeddingsImpl::RoFormerEmbeddingsImpl(const RoFormerOptions& options) :
       "word_embeddings",
       torch::nn::Embedding(torch::nn::EmbeddingOptions(m.vocab_size, E).padding_idx(options.pad_token_id())));
   // Registered second, as in HF BertEmbeddings (the order of the state dict and of initialization).
-  if (m.position == config::Position::kAbsolute)
+  if (config::has_absolute_table(m))
     position_embeddings = register_module("position_embeddings", torch::nn::Embedding(m.max_position_embeddings, E));
   if (m.type_vocab_size > 0)
     token_type_embeddings = register_module("token_type_embeddings", torch::nn::Embedding(m.type_vocab_size, E));
@@ -54,32 +58,83 @@ RoFormerEmbeddingsImpl::RoFormerEmbeddingsImpl(const RoFormerOptions& options) :
 
 torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                                               int64_t position_offset) {
+  const auto& m = options_.model();
+  // The table enters the input for BERT (absolute) and DeBERTa-v1 (position_biased_input); the
+  // enhanced mask decoder's table does not.
+  const bool add_positions = position_embeddings && (m.position == config::Position::kAbsolute || m.position_biased_input);
+  auto positions = [&] {
+    // Rows offset .. offset+T-1 broadcast over the batch: HF's lookup at position_ids.
+    const int64_t T = input_ids.size(1), P = position_embeddings->weight.size(0);
+    TORCH_CHECK(position_offset >= 0 && position_offset + T <= P, "positions ", position_offset, "..",
+                position_offset + T - 1, " outside the ", P, "-row position table");
+    return position_embeddings->weight.narrow(0, position_offset, T);  // (T, E) over (B, T, E)
+  };
   auto x = word_embeddings->forward(input_ids);  // (B, T, E)
+  // Each family's order of the sums, so the rounding is its own: DebertaV2Embeddings adds the
+  // positions before the token types, BertEmbeddings after.
+  if (add_positions && m.position == config::Position::kDisentangled) x = x + positions();
   if (token_type_embeddings) {
     // Undefined ids mean all zeros (HF's default): add row 0 by broadcasting instead of a lookup.
     x = token_type_ids.defined() ? x + token_type_embeddings->forward(token_type_ids)
                                  : x + token_type_embeddings->weight[0];
   }
-  if (position_embeddings) {
-    // Rows offset .. offset+T-1 broadcast over the batch: HF's lookup at position_ids, added after the
-    // token types as HF does (the same rounding).
-    const int64_t T = input_ids.size(1), P = position_embeddings->weight.size(0);
-    TORCH_CHECK(position_offset >= 0 && position_offset + T <= P, "positions ", position_offset, "..",
-                position_offset + T - 1, " outside the ", P, "-row position table");
-    x = x + position_embeddings->weight.narrow(0, position_offset, T);  // (T, E) over (B, T, E)
-  }
+  if (add_positions && m.position == config::Position::kAbsolute) x = x + positions();
   x = layer_norm->forward(x);
-  return F::dropout(x, F::DropoutFuncOptions().p(options_.model().hidden_dropout).training(is_training()));
+  return F::dropout(x, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));
 }
 
 // ---- Self-attention -----------------------------------------------------------------------------
 RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options)
     : options_(options), attention_(options.model().attention), rotary_impl_(options.kernels().rotary),
-      rotary_(options.model().position == config::Position::kRotary), fused_qkv_(options.kernels().fused_qkv) {
-  const int64_t H = options.model().hidden_size;
+      rotary_(options.model().position == config::Position::kRotary),
+      disentangled_(options.model().position == config::Position::kDisentangled),
+      fused_qkv_(options.kernels().fused_qkv) {
+  const auto& m = options.model();
+  const int64_t H = m.hidden_size;
   query = register_module("query", torch::nn::Linear(H, H));
   key = register_module("key", torch::nn::Linear(H, H));
   value = register_module("value", torch::nn::Linear(H, H));
+  if (disentangled_ && !m.share_att_key) {  // HF DisentangledSelfAttention registers them in this order
+    if (m.pos_att_type != config::RelativeTerms::kP2C)
+      pos_key_proj = register_module("pos_key_proj", torch::nn::Linear(H, H));
+    if (m.pos_att_type != config::RelativeTerms::kC2P)
+      pos_query_proj = register_module("pos_query_proj", torch::nn::Linear(H, H));
+  }
+}
+
+double RoFormerSelfAttentionImpl::score_scale() const {
+  const auto& m = options_.model();
+  const double D = static_cast<double>(m.hidden_size / m.num_heads);
+  const double terms = !disentangled_ ? 1.0 : m.pos_att_type == config::RelativeTerms::kBoth ? 3.0 : 2.0;
+  return 1.0 / std::sqrt(D * terms);  // DeBERTa's 1/sqrt(3D) with both relative terms
+}
+
+std::optional<double> RoFormerSelfAttentionImpl::sdpa_scale() const {
+  return disentangled_ ? std::optional<double>(score_scale()) : std::nullopt;  // SDPA's default is 1/sqrt(D)
+}
+
+torch::Tensor RoFormerSelfAttentionImpl::relative_scores(const torch::Tensor& q, const torch::Tensor& k,
+                                                         const LayerInputs& inputs) {
+  const auto& m = options_.model();
+  const int64_t N = m.num_heads, D = m.hidden_size / N, R = inputs.rel.size(0);
+  const bool fold = options_.kernels().bias_in_gemm;
+  auto rel = F::dropout(inputs.rel, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));  // (R, H)
+  auto heads = [&](const torch::Tensor& t) { return t.view({R, N, D}).transpose(0, 1); };  // (N, R, D)
+  torch::Tensor pos_key, pos_query;  // (N, R, D); undefined for a term pos_att_type leaves out
+  if (m.pos_att_type != config::RelativeTerms::kP2C)
+    pos_key = heads(linear(m.share_att_key ? key : pos_key_proj, rel, fold));
+  if (m.pos_att_type != config::RelativeTerms::kC2P)
+    pos_query = heads(linear(m.share_att_key ? query : pos_query_proj, rel, fold));
+  return disentangled_scores(q, k, pos_key, pos_query, inputs.rel_index, score_scale());
+}
+
+std::optional<at::Tensor> RoFormerSelfAttentionImpl::attention_bias(const torch::Tensor& q, const torch::Tensor& k,
+                                                                    const LayerInputs& inputs) {
+  if (!disentangled_) return inputs.mask.defined() ? std::optional<at::Tensor>(inputs.mask) : std::nullopt;
+  auto scores = relative_scores(q, k, inputs);  // (B, N, T, T)
+  if (inputs.mask.defined())
+    scores = scores.masked_fill(inputs.mask.logical_not(), -std::numeric_limits<double>::infinity());
+  return scores;
 }
 
 torch::Tensor RoFormerSelfAttentionImpl::rotate(const torch::Tensor& x, const torch::Tensor& sin_pos,
@@ -92,14 +147,16 @@ torch::Tensor RoFormerSelfAttentionImpl::rotate(const torch::Tensor& x, const to
   return apply_rotary(x, sin_pos, cos_pos);
 }
 
-torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask,
-                                                 const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
+torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const LayerInputs& inputs,
+                                                 const torch::Tensor& queries) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
   const int64_t N = options_.model().num_heads, D = H / N;
+  const auto& sin_pos = inputs.sin_pos;
+  const auto& cos_pos = inputs.cos_pos;
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, N, D}).transpose(1, 2); };  // (B, N, T, D)
   torch::Tensor q, k, v;
   bool rotated = false;  // q and k already rotated
-  if (fused_qkv_ && x.is_cuda()) {
+  if (fused_qkv_ && x.is_cuda() && !queries.defined()) {
     // One GEMM: (B, T, 3H) = x [Wq; Wk; Wv]^T + [bq; bk; bv], viewed as (B, T, 3, N, D). Split and
     // unbind rather than narrow/select: their backward is one cat/stack, not a zero-filled buffer
     // per slice plus the additions.
@@ -122,7 +179,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
     }
   } else {
     const bool fold = options_.kernels().bias_in_gemm;
-    q = heads(linear(query, x, fold));
+    q = heads(linear(query, queries.defined() ? queries : x, fold));
     k = heads(linear(key, x, fold));
     v = heads(linear(value, x, fold));
   }
@@ -130,15 +187,20 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const t
 
   torch::Tensor context;  // (B, N, T, D)
   if (attention_ == config::Attention::kLinear) {
-    context = linear_attention(q, k, v, mask, sin_pos, cos_pos);
+    context = linear_attention(q, k, v, inputs.mask, sin_pos, cos_pos);
   } else {
     if (rotary_ && !rotated) {
       q = rotate(q, sin_pos, cos_pos);
       k = rotate(k, sin_pos, cos_pos);
     }
-    // softmax(q k^T / sqrt(D) + mask) v; an undefined mask lets flash/efficient kernels run.
+    // softmax(q k^T scale + mask) v; an undefined mask lets flash/efficient kernels run. Disentangled
+    // attention's relative scores are an additive float bias (B, N, T, T), padded keys -inf: on CUDA
+    // the memory-efficient kernel (which takes a bias and its gradient); on the CPU the math kernel
+    // while the bias needs a gradient, the CPU flash kernel without one (evaluation, and a
+    // checkpointed layer's forward), whose results differ in the last bits.
     const double p = is_training() ? options_.model().attention_dropout : 0.0;
-    context = at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, p);
+    context = at::scaled_dot_product_attention(q, k, v, attention_bias(q, k, inputs), p, /*is_causal=*/false,
+                                               sdpa_scale());
   }
   return context.transpose(1, 2).reshape({B, T, H});
 }
@@ -170,9 +232,14 @@ std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t 
   auto q = torch::empty({B, N, T, D}, opts), k = torch::empty({B, N, T, D}, opts);
   auto v = torch::empty({B, T, N, D}, opts).transpose(1, 2);
   std::optional<at::Tensor> mask;
-  if (padded) mask = torch::ones({B, 1, 1, T}, opts.dtype(torch::kBool));
+  if (disentangled_) {
+    // Always a float bias, trained through (its gradient is the relative embeddings').
+    mask = torch::empty({B, N, T, T}, opts).requires_grad_(is_training() && torch::GradMode::is_enabled());
+  } else if (padded) {
+    mask = torch::ones({B, 1, 1, T}, opts.dtype(torch::kBool));
+  }
   const double p = is_training() ? options_.model().attention_dropout : 0.0;
-  switch (at::_fused_sdp_choice(q, k, v, mask, p)) {  // sdp::SDPBackend
+  switch (at::_fused_sdp_choice(q, k, v, mask, p, /*is_causal=*/false, sdpa_scale())) {  // sdp::SDPBackend
     case 0: return "math";
     case 1: return "flash";
     case 2: return "efficient";
@@ -198,8 +265,7 @@ RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options) : options_(
   output_layer_norm = output->register_module("LayerNorm", layer_norm(H, eps));
 }
 
-torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask,
-                                         const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
+torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInputs& inputs, const torch::Tensor& queries) {
   const auto& m = options_.model();
   const bool fold = options_.kernels().bias_in_gemm;
   auto drop = [&](const torch::Tensor& t) {
@@ -208,13 +274,15 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const torch::Te
   auto ffn = [&](const torch::Tensor& t) {
     return linear(output_dense, activation(linear(intermediate_dense, t, fold), m.hidden_act), fold);
   };
+  const torch::Tensor& u = queries.defined() ? queries : x;  // the residual stream
   if (m.norm == config::Norm::kPre) {
-    auto attended = self_attention->forward(attention_layer_norm->forward(x), mask, sin_pos, cos_pos);
-    auto a = x + drop(linear(attention_dense, attended, fold));
+    auto normed_queries = queries.defined() ? attention_layer_norm->forward(queries) : torch::Tensor();
+    auto attended = self_attention->forward(attention_layer_norm->forward(x), inputs, normed_queries);
+    auto a = u + drop(linear(attention_dense, attended, fold));
     return a + drop(ffn(output_layer_norm->forward(a)));
   }
-  auto attended = self_attention->forward(x, mask, sin_pos, cos_pos);
-  auto a = attention_layer_norm->forward(x + drop(linear(attention_dense, attended, fold)));
+  auto attended = self_attention->forward(x, inputs, queries);
+  auto a = attention_layer_norm->forward(u + drop(linear(attention_dense, attended, fold)));
   return output_layer_norm->forward(a + drop(ffn(a)));
 }
 
@@ -228,26 +296,61 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options) : optio
   }
   layers = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < m.num_layers; ++i) layers->push_back(RoFormerLayer(options));
+  if (m.position == config::Position::kDisentangled) {  // after the layers, as in HF DebertaV2Encoder
+    rel_embeddings = register_module("rel_embeddings", torch::nn::Embedding(2 * relative_span(m), m.hidden_size));
+    rel_layer_norm = register_module("LayerNorm", layer_norm(m.hidden_size, m.layer_norm_eps));
+  }
   if (m.norm == config::Norm::kPre)
     final_layer_norm = register_module("final_layer_norm", layer_norm(m.hidden_size, m.layer_norm_eps));
 }
 
-torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
-  torch::Tensor sin_pos, cos_pos;  // (T, D) each; undefined without rotary positions
-  if (embed_positions.defined()) std::tie(sin_pos, cos_pos) = rotary_sin_cos(positions_for(x.size(1)), x.size(1));
-  if (embed_positions.defined() && options_.kernels().rotary != RotaryImpl::kFused) {  // fused rotates in fp32
-    sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
-    cos_pos = cos_pos.to(rotary_dtype(x));
+LayerInputs RoFormerEncoderImpl::layer_inputs(const torch::Tensor& x, const torch::Tensor& mask) {
+  LayerInputs inputs;
+  inputs.mask = mask;
+  const int64_t T = x.size(1);
+  if (embed_positions.defined()) {
+    std::tie(inputs.sin_pos, inputs.cos_pos) = rotary_sin_cos(positions_for(T), T);
+    if (options_.kernels().rotary != RotaryImpl::kFused) {  // fused rotates in fp32
+      inputs.sin_pos = inputs.sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
+      inputs.cos_pos = inputs.cos_pos.to(rotary_dtype(x));
+    }
   }
+  if (rel_embeddings) {
+    // Built on the host once per length and device (a copy to the device would synchronize each step).
+    if (!relative_.index.defined() || relative_.index.size(0) != T || relative_.index.device() != x.device())
+      relative_ = relative_index(T, options_.model(), x.device());
+    // LayerNorm acts row by row, so normalizing only the rows this length reads is exact.
+    inputs.rel = rel_layer_norm->forward(rel_embeddings->weight.narrow(0, relative_.first_row, relative_.rows));
+    inputs.rel_index = relative_.index;
+  }
+  return inputs;
+}
+
+torch::Tensor RoFormerEncoderImpl::run_layer(size_t i, const torch::Tensor& x, const LayerInputs& inputs,
+                                             const torch::Tensor& queries) {
+  auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(layers->ptr(i));
   const bool checkpoint = options_.model().gradient_checkpointing && is_training() && torch::GradMode::is_enabled();
+  return checkpoint ? checkpointed_layer_forward(layer, x, inputs, queries) : layer->forward(x, inputs, queries);
+}
+
+torch::Tensor RoFormerEncoderImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  const auto inputs = layer_inputs(x, mask);
   auto h = x;
-  for (const auto& module : *layers) {
-    auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(module);
-    h = checkpoint ? checkpointed_layer_forward(layer, h, mask, sin_pos, cos_pos)
-                   : layer->forward(h, mask, sin_pos, cos_pos);
-  }
-  if (final_layer_norm) h = final_layer_norm->forward(h);
-  return h;
+  for (size_t i = 0; i < layers->size(); ++i) h = run_layer(i, h, inputs, {});
+  return final_layer_norm ? final_layer_norm->forward(h) : h;
+}
+
+torch::Tensor RoFormerEncoderImpl::forward_emd(const torch::Tensor& x, const torch::Tensor& mask,
+                                               const torch::Tensor& z) {
+  const auto inputs = layer_inputs(x, mask);
+  const size_t last = layers->size() - 1;
+  auto h = x;
+  for (size_t i = 0; i < last; ++i) h = run_layer(i, h, inputs, {});
+  // DeBERTa's EnhancedMaskDecoder: two passes of the last layer (shared weights), queries first
+  // h + z (absolute positions), then the first pass's output; keys and values stay h.
+  auto decoded = run_layer(last, h, inputs, h + z);  // z (T, H) over (B, T, H)
+  decoded = run_layer(last, h, inputs, decoded);
+  return final_layer_norm ? final_layer_norm->forward(decoded) : decoded;
 }
 
 torch::Tensor RoFormerEncoderImpl::positions_for(int64_t seq_len) const {

@@ -1,15 +1,17 @@
 // Gradient checkpointing of one encoder layer (LibTorch C++ has no torch.utils.checkpoint).
 //
-// Forward runs the layer without building a graph and saves only its input; backward re-runs the
-// layer with grad enabled on a detached copy of the input and back-propagates through it
-// (re-entrant, like torch.utils.checkpoint(use_reentrant=True)). Dropout is reproduced exactly:
-// the CPU generator state (and the CUDA one of the input's device) is saved before the forward
-// and restored around the recomputation, then the caller's state is put back. So is autocast: the
-// forward's autocast state (bf16/fp16 or off) is saved and re-entered for the recomputation, which
-// backward otherwise runs outside the caller's autocast region (as torch.utils.checkpoint does).
-// Limitations, as PyTorch's re-entrant variant: gradients reach the layer's parameters through
-// their .grad (use loss.backward(), not torch::autograd::grad on parameters), and the input must
-// require grad (always true after the trainable embeddings).
+// Forward runs the layer without building a graph and saves only its inputs; backward re-runs the
+// layer with grad enabled on detached copies of the inputs and back-propagates through it
+// (re-entrant, like torch.utils.checkpoint(use_reentrant=True)): the gradients of the inputs that
+// carry one (x, the enhanced mask decoder's queries, disentangled attention's relative embeddings)
+// are returned, those of the layer's parameters accumulate in their .grad. Dropout is reproduced
+// exactly: the CPU generator state (and the CUDA one of the input's device) is saved before the
+// forward and restored around the recomputation, then the caller's state is put back. So is
+// autocast: the forward's autocast state (bf16/fp16 or off) is saved and re-entered for the
+// recomputation, which backward otherwise runs outside the caller's autocast region (as
+// torch.utils.checkpoint does). Limitations, as PyTorch's re-entrant variant: gradients reach the
+// layer's parameters through their .grad (use loss.backward(), not torch::autograd::grad on
+// parameters), and the input must require grad (always true after the trainable embeddings).
 #pragma once
 
 #include <torch/types.h>
@@ -19,10 +21,10 @@
 namespace roformer::model {
 
 class RoFormerLayerImpl;
+struct LayerInputs;
 
-// Same result as layer->forward(x, mask, sin_pos, cos_pos), with activations recomputed in backward.
+// Same result as layer->forward(x, inputs, queries), with activations recomputed in backward.
 torch::Tensor checkpointed_layer_forward(const std::shared_ptr<RoFormerLayerImpl>& layer, const torch::Tensor& x,
-                                         const torch::Tensor& mask, const torch::Tensor& sin_pos,
-                                         const torch::Tensor& cos_pos);
+                                         const LayerInputs& inputs, const torch::Tensor& queries);
 
 }  // namespace roformer::model

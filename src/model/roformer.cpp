@@ -90,15 +90,17 @@ void RoFormerForMaskedLMImpl::init_weights() {
   embeddings->word_embeddings->weight[options_.pad_token_id()].zero_();
 }
 
-torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                                              const torch::Tensor& token_type_ids) {
+RoFormerForMaskedLMImpl::Embedded RoFormerForMaskedLMImpl::embed(const torch::Tensor& input_ids,
+                                                                  const torch::Tensor& attention_mask,
+                                                                  const torch::Tensor& token_type_ids) {
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be (B, T), got ", input_ids.sizes());
   TORCH_CHECK(input_ids.scalar_type() == torch::kLong, "input_ids must be int64");
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
-  // The learned absolute table has max_position_embeddings rows and nothing beyond; the rotary table
-  // is a formula and extends (RoFormerEncoder::positions_for); with no positions nothing limits T.
+  // A learned absolute table has max_position_embeddings rows and nothing beyond; the rotary table
+  // is a formula and extends (RoFormerEncoder::positions_for), relative buckets cover any distance;
+  // with no positions nothing limits T.
   const auto& m = options_.model();
-  if (T > m.max_position_embeddings && m.position == config::Position::kAbsolute)
+  if (T > m.max_position_embeddings && config::has_absolute_table(m))
     throw Error("sequence length " + std::to_string(T) + " exceeds model.max_position_embeddings " +
                 std::to_string(m.max_position_embeddings) +
                 " (the rows of the learned absolute position table; lower data.max_seq_len or raise "
@@ -129,12 +131,29 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
 
   auto x = embeddings->forward(input_ids, token_type_ids);  // (B, T, E)
   if (embeddings_project) x = linear(embeddings_project, x, options_.kernels().bias_in_gemm);  // (B, T, H)
-  return encoder->forward(x, mask);                          // (B, T, H)
+  return {x, mask};
+}
+
+torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                              const torch::Tensor& token_type_ids) {
+  const auto [x, mask] = embed(input_ids, attention_mask, token_type_ids);
+  return encoder->forward(x, mask);  // (B, T, H)
+}
+
+torch::Tensor RoFormerForMaskedLMImpl::head_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                                   const torch::Tensor& token_type_ids) {
+  const auto [x, mask] = embed(input_ids, attention_mask, token_type_ids);
+  if (!options_.model().enhanced_mask_decoder) return encoder->forward(x, mask);  // (B, T, H)
+  // The decoder's absolute positions: the table's first T rows (DeBERTa's z_states: no LayerNorm, no
+  // dropout), mapped to H by the embedding projection when E < H.
+  auto z = embeddings->position_embeddings->weight.narrow(0, 0, x.size(1));  // (T, E)
+  if (embeddings_project) z = linear(embeddings_project, z, options_.kernels().bias_in_gemm);  // (T, H)
+  return encoder->forward_emd(x, mask, z);  // (B, T, H)
 }
 
 torch::Tensor RoFormerForMaskedLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                                const torch::Tensor& token_type_ids) {
-  return head->forward(encode(input_ids, attention_mask, token_type_ids), embeddings->word_embeddings->weight);
+  return head->forward(head_states(input_ids, attention_mask, token_type_ids), embeddings->word_embeddings->weight);
 }
 
 torch::Tensor RoFormerForMaskedLMImpl::forward_sparse(const torch::Tensor& input_ids,
@@ -143,7 +162,7 @@ torch::Tensor RoFormerForMaskedLMImpl::forward_sparse(const torch::Tensor& input
                                                       const torch::Tensor& token_type_ids) {
   TORCH_CHECK(pred_positions.dim() == 1 && pred_positions.scalar_type() == torch::kLong,
               "pred_positions must be (P,) int64 flat indices into B*T");
-  auto h = encode(input_ids, attention_mask, token_type_ids);  // (B, T, H)
+  auto h = head_states(input_ids, attention_mask, token_type_ids);           // (B, T, H)
   auto picked = h.reshape({-1, h.size(-1)}).index_select(0, pred_positions);  // (P, H)
   return head->forward(picked, embeddings->word_embeddings->weight);         // (P, V)
 }

@@ -4,7 +4,9 @@
 //   input_ids (B, T) -> embeddings (B, T, E) [-> embeddings_project (B, T, H)]
 //   -> encoder: num_layers x RoFormerLayer with rotary self-attention (B, T, H)
 // model.position picks where position information enters: rotary (above), absolute (learned rows
-// added in the embeddings, as BERT) or none.
+// added in the embeddings, as BERT), none, or disentangled (DeBERTa's relative attention,
+// model/disentangled.h; with the enhanced mask decoder the head reads the last layer re-run on
+// queries plus absolute positions instead of the encoder output).
 //   -> MLM head: dense H->E, act, LayerNorm(E), decoder E->V tied to the word embedding, + bias.
 // Training uses forward_sparse: the head runs only at the P predicted positions, logits (P, V).
 #pragma once
@@ -34,9 +36,14 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // Encoder output (B, T, H). attention_mask: (B, T) int64/bool, 1 = token, 0 = padding, or
   // undefined (no padding); on an accelerator a defined mask is taken as padded (no read back).
   // token_type_ids: (B, T) int64 or undefined (zeros). Throws roformer::Error for
-  // T > max_position_embeddings and, for CPU inputs, token ids outside [0, vocab_size).
+  // T > max_position_embeddings with a learned absolute table (config::has_absolute_table) and, for
+  // CPU inputs, token ids outside [0, vocab_size).
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                        const torch::Tensor& token_type_ids = {});
+  // What the MLM head reads (B, T, H): encode's output, or with model.enhanced_mask_decoder the
+  // decoder's (RoFormerEncoder::forward_emd). Arguments as encode.
+  torch::Tensor head_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                            const torch::Tensor& token_type_ids = {});
   // Dense MLM logits (B, T, V).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         const torch::Tensor& token_type_ids = {});
@@ -79,6 +86,13 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   RoFormerLMHead head{nullptr};                     // cls.predictions
 
  private:
+  struct Embedded {
+    torch::Tensor x;     // (B, T, H) the encoder's input
+    torch::Tensor mask;  // (B, 1, 1, T) bool key mask, undefined without padding
+  };
+  // The checks of encode, the key mask and the embeddings (projected to H).
+  Embedded embed(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                 const torch::Tensor& token_type_ids);
   void init_weights();
   bool decays(const std::string& name, bool include_embeddings) const;
   RoFormerOptions options_;

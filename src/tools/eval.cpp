@@ -58,12 +58,13 @@ class TempPrepared {
   core::TempDirGuard guard_;  // removed on every exit path, Ctrl-C and SIGTERM included
 };
 
-// --seq-len: the learned absolute table has model.max_position_embeddings rows; rotary extends its
-// table by the formula, and without positions any length runs.
+// --seq-len: a learned absolute table (BERT's, DeBERTa-v1's input table, the enhanced mask decoder's)
+// has model.max_position_embeddings rows; rotary extends its table by the formula, relative buckets
+// cover any distance (the longest share the outermost bucket), and without positions any length runs.
 int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
-  if (seq_len > m.max_position_embeddings && m.position == config::Position::kAbsolute)
+  if (seq_len > m.max_position_embeddings && config::has_absolute_table(m))
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
                             seq_len, m.max_position_embeddings, m.max_position_embeddings));

@@ -14,6 +14,7 @@
 #include "core/file.h"
 #include "core/safetensors.h"
 #include "checkpoint/loader.h"
+#include "model/hf_names.h"
 #include "tools/hf_tokenizer.h"
 #include "checkpoint/store.h"
 #include "train/metrics.h"
@@ -66,38 +67,59 @@ std::string join(const std::vector<std::string>& items) {
 
 // The Hugging Face class a checkpoint exports to: RoFormerForMaskedLM for rotary positions,
 // BertForMaskedLM for learned absolute ones (the same post-LN layer; BERT adds its position table to
-// the embeddings and has no E->H projection). Everything else is refused with the reason.
+// the embeddings and has no E->H projection), DebertaV2ForMaskedLM (its legacy MLM head, which is
+// ours) for disentangled attention. Everything else is refused with the reason.
 struct HfTarget {
+  model::HfFamily family;
   std::string architecture;  // config.json "architectures"
   std::string model_type;    // config.json "model_type"
-  std::string prefix;        // the encoder's parameter prefix ("roformer." / "bert.")
   std::string name;          // the model card's title
   std::string description;   // the model card's first words
 };
 
+// A DeBERTa-v2/v3 model of ours that DebertaV2ForMaskedLM computes exactly, or the reason it cannot.
+HfTarget deberta_target(const config::ModelConfig& m, int64_t embedding_size) {
+  if (m.enhanced_mask_decoder)
+    throw Error("this model uses model.enhanced_mask_decoder: true; Hugging Face's DebertaV2ForMaskedLM has no "
+                "enhanced mask decoder (its MLM head reads the encoder's last layer, which this model's head never "
+                "did), so an export would load there and predict something else. Export is refused; keep using "
+                "`roformer eval` and `fill-mask`, or train with model.enhanced_mask_decoder: false to export");
+  if (embedding_size != m.hidden_size)
+    throw Error(fmt::format("this model has disentangled attention and a factorized embedding (model.embedding_size "
+                            "{} != model.hidden_size {}); Hugging Face's DebertaV2 projects the embedding before its "
+                            "LayerNorm and without a bias, ours after it with one, so export is refused",
+                            embedding_size, m.hidden_size));
+  return {model::HfFamily::kDebertaV2, "DebertaV2ForMaskedLM", "deberta-v2", "DeBERTa-v2",
+          "A DeBERTa-v2/v3-style encoder (disentangled attention over relative positions; `model.position: "
+          "disentangled`)"};
+}
+
 HfTarget hf_target(const config::ModelConfig& m, int64_t embedding_size) {
   if (m.norm != config::Norm::kPost)
-    throw Error("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer and BERT are post-LayerNorm "
-                "only, so an export would load there and compute something else. Export is refused; keep using "
-                "`roformer eval` and `fill-mask` for this model");
+    throw Error("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer, BERT and DeBERTa are "
+                "post-LayerNorm only, so an export would load there and compute something else. Export is refused; "
+                "keep using `roformer eval` and `fill-mask` for this model");
   if (m.attention != config::Attention::kSoftmax)
     throw Error("this model uses linear attention (model.attention: linear), which Hugging Face's RoFormer and BERT "
                 "do not have; export is refused");
   if (m.position == config::Position::kNone)
-    throw Error("this model uses model.position: none; Hugging Face's RoFormer has rotary positions and its BERT "
-                "learned absolute ones, neither runs without positions, so export is refused");
+    throw Error("this model uses model.position: none; Hugging Face's RoFormer has rotary positions, its BERT "
+                "learned absolute ones and its DeBERTa relative ones, none runs without positions, so export is "
+                "refused");
+  if (m.position == config::Position::kDisentangled) return deberta_target(m, embedding_size);
   if (m.position == config::Position::kAbsolute) {
     if (embedding_size != m.hidden_size)
       throw Error(fmt::format("this model has learned absolute positions and a factorized embedding "
                               "(model.embedding_size {} != model.hidden_size {}); Hugging Face's BERT has no "
                               "embedding projection, so export is refused", embedding_size, m.hidden_size));
-    return {"BertForMaskedLM", "bert", "bert.", "BERT",
+    return {model::HfFamily::kBert, "BertForMaskedLM", "bert", "BERT",
             "A BERT encoder (learned absolute position embeddings; `model.position: absolute`)"};
   }
   if (m.rotary_base != 10000.0)
     throw Error(fmt::format("this model uses model.rotary_base {}; Hugging Face's RoFormer hard-codes 10000, so "
                             "export is refused", m.rotary_base));
-  return {"RoFormerForMaskedLM", "roformer", "roformer.", "RoFormer", "A RoFormer encoder (rotary position embeddings)"};
+  return {model::HfFamily::kRoFormer, "RoFormerForMaskedLM", "roformer", "RoFormer",
+          "A RoFormer encoder (rotary position embeddings)"};
 }
 
 // The model card's text; model_card fills the {names}.
@@ -169,7 +191,26 @@ std::string model_card(const checkpoint::LoadedCheckpoint& ck, const HfTarget& t
       fmt::arg("vocab", m.vocab_size), fmt::arg("mask_prob", c.masking.mask_prob),
       fmt::arg("wwm", c.masking.whole_word ? ", whole words" : ""), fmt::arg("yaml", config::to_yaml(c)));
 }
-// config.json: RoFormerConfig (BertConfig for absolute positions) of the model.
+// config.json's DebertaV2Config settings of disentangled attention: relative attention over the
+// shared, LayerNorm'd relative table (norm_rel_ebd), the legacy MLM head (ours: dense, act,
+// LayerNorm, tied decoder).
+void add_deberta_settings(nlohmann::json& config, const config::ModelConfig& m) {
+  nlohmann::json terms = nlohmann::json::array();
+  if (m.pos_att_type != config::RelativeTerms::kP2C) terms.push_back("c2p");
+  if (m.pos_att_type != config::RelativeTerms::kC2P) terms.push_back("p2c");
+  config["type_vocab_size"] = m.type_vocab_size;  // DebertaV2 runs without token types (0), as v3 does
+  config["relative_attention"] = true;
+  config["position_buckets"] = m.position_buckets;  // 0: exact distances (HF: buckets only when > 0)
+  config["max_relative_positions"] = config::effective_max_relative_positions(m);
+  config["pos_att_type"] = terms;
+  config["share_att_key"] = m.share_att_key;
+  config["position_biased_input"] = m.position_biased_input;
+  config["norm_rel_ebd"] = "layer_norm";
+  config["legacy"] = true;
+}
+
+// config.json: RoFormerConfig (BertConfig for absolute positions, DebertaV2Config for disentangled
+// attention) of the model.
 nlohmann::json hf_config(const model::RoFormerOptions& o, const HfTarget& target) {
   const auto& m = o.model();
   nlohmann::json config = {
@@ -188,34 +229,37 @@ nlohmann::json hf_config(const model::RoFormerOptions& o, const HfTarget& target
       {"initializer_range", m.initializer_range},
       {"layer_norm_eps", m.layer_norm_eps},
       {"pad_token_id", o.pad_token_id()},
-      {"tie_word_embeddings", true},
-      {"use_cache", false}};
-  if (target.model_type == "roformer") {
-    config["embedding_size"] = o.embedding_size();
-    config["rotary_value"] = m.rotary_value;
-  } else {
-    config["position_embedding_type"] = "absolute";
+      {"tie_word_embeddings", true}};
+  switch (target.family) {
+    case model::HfFamily::kRoFormer:
+      config["embedding_size"] = o.embedding_size();
+      config["rotary_value"] = m.rotary_value;
+      config["use_cache"] = false;
+      break;
+    case model::HfFamily::kBert:
+      config["position_embedding_type"] = "absolute";
+      config["use_cache"] = false;
+      break;
+    case model::HfFamily::kDebertaV2: add_deberta_settings(config, m); break;
   }
   return config;
 }
 
-// model.safetensors: the tensors under the target's names. save_pretrained stores each tied tensor
-// once; from_pretrained re-ties the aliases. BERT's parameters are RoFormer's under bert. (HF
-// BertForMaskedLM and RoFormerForMaskedLM share the layout).
+// model.safetensors: the tensors under the target's names (model/hf_names.h). save_pretrained
+// stores each tied tensor once; from_pretrained re-ties the aliases.
 std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::RoFormerForMaskedLMImpl& model,
                                                               const HfTarget& target) {
   auto tensors = model.hf_named_parameters();
-  if (model.options().model().type_vocab_size == 0) {
-    // No token types: Hugging Face always has the table, so write one all-zero row (adds nothing).
+  if (model.options().model().type_vocab_size == 0 && target.family != model::HfFamily::kDebertaV2) {
+    // No token types: Hugging Face's RoFormer and BERT always have the table, so write one all-zero
+    // row (adds nothing).
     tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight",
                          torch::zeros({1, model.options().embedding_size()}));
   }
   std::vector<std::pair<std::string, torch::Tensor>> unique;
   for (auto& [name, t] : tensors) {
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
-    const std::string ours = "roformer.";
-    const bool encoder = name.rfind(ours, 0) == 0;
-    unique.emplace_back(encoder ? target.prefix + name.substr(ours.size()) : name, t.detach().contiguous());
+    unique.emplace_back(model::to_hf_name(name, target.family), t.detach().contiguous());
   }
   return unique;
 }

@@ -1,5 +1,6 @@
-// The pre-LN, factorized-embedding and linear-attention variants can learn: a few hundred Adam steps
-// on four fixed masked sequences (with padding) drive the sparse MLM loss near zero.
+// The pre-LN, factorized-embedding, linear-attention and disentangled-attention variants can learn:
+// a few hundred Adam steps on four fixed masked sequences (with padding) drive the sparse MLM loss
+// near zero.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -70,6 +71,12 @@ TEST(ModelOverfit, FactorizedEmbedding) { expect_learns(tiny({"model.embedding_s
 TEST(ModelOverfit, LinearAttention) { expect_learns(tiny({"model.attention=linear"})); }
 TEST(ModelOverfit, LinearAttentionPreLayerNormWithCheckpointing) {
   expect_learns(tiny({"model.attention=linear", "model.norm=pre", "model.gradient_checkpointing=true"}));
+}
+// DeBERTa's relative attention (4 buckets over 16 positions) with its enhanced mask decoder, pre-LN,
+// a factorized embedding (the decoder's positions through the projection) and checkpointing.
+TEST(ModelOverfit, DisentangledWithTheDecoderFactorizedPreLayerNormCheckpointing) {
+  expect_learns(tiny({"model.position=disentangled", "model.position_buckets=4", "model.enhanced_mask_decoder=true",
+                      "model.embedding_size=16", "model.norm=pre", "model.gradient_checkpointing=true"}));
 }
 
 }  // namespace

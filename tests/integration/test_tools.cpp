@@ -364,7 +364,8 @@ TEST(ToolsExport, PreLayerNormIsRefused) {
   ASSERT_EQ(run_roformer("train -c " + tmp.str("pre.yaml") + " --run-dir " + tmp.str("run")).exit_code, 0);
   auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer and BERT are post-LayerNorm only"),
+  EXPECT_NE(r.output.find("pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer, BERT and DeBERTa are "
+                          "post-LayerNorm only"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Export is refused"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(tmp.str("hf/model.safetensors")));
@@ -394,8 +395,9 @@ TEST(ToolsExport, PositionNoneIsRefusedAndEvalBeyondTheTable) {
     EXPECT_NE(beyond.output.find("4 x 64 tokens (trained at 32)"), std::string::npos) << beyond.output;
     auto r = run_roformer("export --checkpoint " + run + " --out " + out);
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_NE(r.output.find("this model uses model.position: none; Hugging Face's RoFormer has rotary positions and "
-                            "its BERT learned absolute ones, neither runs without positions, so export is refused"),
+    EXPECT_NE(r.output.find("this model uses model.position: none; Hugging Face's RoFormer has rotary positions, its "
+                            "BERT learned absolute ones and its DeBERTa relative ones, none runs without positions, so "
+                            "export is refused"),
               std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
   }
@@ -466,6 +468,118 @@ TEST(ToolsExport, AbsolutePositionsExportToBertForMaskedLM) {
                                 "embedding projection, so export is refused"),
             std::string::npos) << refused.output;
   EXPECT_FALSE(fs::exists(tmp.str("hf_factorized/model.safetensors")));
+}
+
+// Disentangled attention (DeBERTa-v3's form: shared projections, both terms, log buckets, no
+// absolute table) exports to Hugging Face's DebertaV2ForMaskedLM with its legacy MLM head, which
+// gives its logits (max |diff| <= 1e-5 over the unpadded positions, float32; check_hf_export.py),
+// pipeline("fill-mask") returns roformer fill-mask's top 5, and `train --init-from` takes the export
+// back. Trained 30 steps at a high rate, as the BERT export above, so a misplaced tensor shows.
+TEST(ToolsExport, DisentangledExportsToDebertaV2ForMaskedLM) {
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(40, 3, 5));
+  write_file(tmp.str("run.yaml"), two_step_yaml("post", tmp.str("train.txt")));
+  const std::string relative = " --set model.position=disentangled --set model.position_buckets=16";
+  auto trained = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("run") + relative +
+                              " --set train.steps=30 --set optimizer.lr=1.0e-2");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("as DebertaV2ForMaskedLM to " + tmp.str("hf")), std::string::npos) << r.output;
+  const json config = json::parse(read_file(tmp.str("hf/config.json")));
+  EXPECT_EQ(config["model_type"], "deberta-v2");
+  EXPECT_EQ(config["architectures"], json::array({"DebertaV2ForMaskedLM"}));
+  EXPECT_EQ(config["relative_attention"], true);
+  EXPECT_EQ(config["position_buckets"], 16);
+  EXPECT_EQ(config["max_relative_positions"], 48);  // 0 in the config: max_position_embeddings
+  EXPECT_EQ(config["pos_att_type"], json::array({"c2p", "p2c"}));
+  EXPECT_EQ(config["share_att_key"], true);
+  EXPECT_EQ(config["position_biased_input"], false);
+  EXPECT_EQ(config["norm_rel_ebd"], "layer_norm");
+  EXPECT_EQ(config["legacy"], true);
+  const auto weights = roformer::core::load_safetensors(tmp.str("hf/model.safetensors"));
+  for (const char* name : {"deberta.encoder.rel_embeddings.weight", "deberta.encoder.LayerNorm.weight",
+                           "deberta.encoder.layer.1.attention.self.query_proj.weight",
+                           "deberta.embeddings.token_type_embeddings.weight", "cls.predictions.bias"})
+    EXPECT_EQ(weights.count(name), 1u) << name;
+  for (const auto& [name, t] : weights) EXPECT_NE(name.rfind("roformer.", 0), 0u) << name;
+  EXPECT_NE(read_file(tmp.str("hf/README.md")).find("DebertaV2ForMaskedLM.from_pretrained"), std::string::npos);
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  auto check = check_export_logits(tmp.str("run"), tmp.str("hf"), tmp.str("ref.safetensors"), 1e-5);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("DebertaV2ForMaskedLM loaded with no missing/unexpected keys"), std::string::npos)
+      << check.output;
+  std::cout << check.output;  // the measured largest difference
+  const std::string texts = "The small [MASK] sees a dog near the house.\nA red cat likes the [MASK] under the tree.\n"
+                            "[MASK] quiet bird watches a window over the river.\n";
+  auto ours = run_command("printf '" + texts + "' | " + roformer_bin() + " fill-mask --json --top-k 5 --device cpu "
+                          "--checkpoint " + tmp.str("run") + " 2>/dev/null");
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  write_file(tmp.str("fill.jsonl"), ours.output);
+  auto fill = run_command(python() + " " + source_dir() + "/tests/python/check_hf_fill_mask.py " + tmp.str("hf") + " " +
+                          tmp.str("fill.jsonl") + " 1e-5");
+  EXPECT_EQ(fill.exit_code, 0) << fill.output;
+  std::cout << fill.output;
+  // --init-from the DebertaV2 export starts at the source model.
+  const std::string evals = " --set data.valid_files=[" + tmp.str("train.txt") + "] --set eval.max_sequences=16";
+  auto from = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf") + " --init-from " +
+                           tmp.str("hf") + relative + evals);
+  ASSERT_EQ(from.exit_code, 0) << from.output;
+  const auto first = read_metrics(tmp.str("from_hf"), "eval");
+  ASSERT_TRUE(first.count(0)) << from.output;
+  auto ref = run_roformer("eval --device cpu --json --max-sequences 16 --checkpoint " + tmp.str("run") + " --data " +
+                          tmp.str("train.txt"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  EXPECT_EQ(first.at(0)["accuracy"], last_json(ref.output)["accuracy"]);
+  EXPECT_NEAR(first.at(0)["loss"].get<double>(), last_json(ref.output)["loss"].get<double>(), 1e-6);
+  // The relative settings come with the weights: other buckets are refused naming the key.
+  auto other = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf_8") + " --init-from " +
+                            tmp.str("hf") + " --set model.position=disentangled --set model.position_buckets=8");
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.output.find("model.position_buckets is 8 in the config but the weights were trained with 16"),
+            std::string::npos) << other.output;
+}
+
+// Disentangled attention evaluates beyond the trained length (the buckets cover any distance); the
+// enhanced mask decoder brings an absolute table back, so beyond its rows it is refused, and it has
+// no Hugging Face form, so its export is refused by name, as is a factorized embedding's (DebertaV2
+// projects the embedding before its LayerNorm, without a bias).
+TEST(ToolsExport, DisentangledLengthsAndRefusals) {
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 5));
+  write_file(tmp.str("run.yaml"), two_step_yaml("post", tmp.str("train.txt")));
+  const std::string relative = " --set model.position=disentangled --set model.position_buckets=16";
+  struct Case {
+    std::string name, overrides, refusal;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"plain", "", ""},
+           {"emd", " --set model.enhanced_mask_decoder=true",
+            "this model uses model.enhanced_mask_decoder: true; Hugging Face's DebertaV2ForMaskedLM has no enhanced "
+            "mask decoder"},
+           {"factorized", " --set model.embedding_size=32",
+            "this model has disentangled attention and a factorized embedding (model.embedding_size 32 != "
+            "model.hidden_size 64); Hugging Face's DebertaV2 projects the embedding before its LayerNorm"}}) {
+    SCOPED_TRACE(c.name);
+    const auto run = tmp.str("run_" + c.name), out = tmp.str("hf_" + c.name);
+    auto trained = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + run + relative + c.overrides);
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    auto beyond = run_roformer("eval --device cpu --checkpoint " + run + " --data " + tmp.str("train.txt") +
+                               " --seq-len 64 --max-sequences 4");
+    if (c.name == "emd") {
+      EXPECT_EQ(beyond.exit_code, 1);
+      EXPECT_NE(beyond.output.find("--seq-len 64 exceeds model.max_position_embeddings 48 of this checkpoint"),
+                std::string::npos) << beyond.output;
+    } else {
+      EXPECT_EQ(beyond.exit_code, 0) << beyond.output;
+      EXPECT_NE(beyond.output.find("4 x 64 tokens (trained at 32)"), std::string::npos) << beyond.output;
+    }
+    if (c.refusal.empty()) continue;  // its export: DisentangledExportsToDebertaV2ForMaskedLM
+    auto r = run_roformer("export --checkpoint " + run + " --out " + out);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find(c.refusal), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+  }
 }
 
 // A model overfit to a few sentences fills the mask with the right word.

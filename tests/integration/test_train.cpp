@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -120,13 +122,20 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
             roformer::core::file_checksum(ckpt("b", 12) + "/model.safetensors"));
 }
 
-// Each model.position trains and resumes exactly (rotary, the default, is the test above). The
-// checkpoint holds the option's own position parameters.
+// Each model.position trains and resumes exactly (rotary, the default, is the test above), dropout
+// included (disentangled attention also drops out its relative embeddings, the decoder runs the last
+// layer twice). The checkpoint holds the option's own position parameters.
 TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
-  for (const std::string position : {"absolute", "none"}) {
-    SCOPED_TRACE(position);
-    const std::string a = position + "_a", b = position + "_b";
-    auto first = train(a, "--set model.position=" + position + " --set train.steps=6 --set checkpoint.every=3 "
+  const std::string relative = "--set model.position=disentangled --set model.position_buckets=16";
+  const std::vector<std::pair<std::string, std::string>> options = {
+      {"absolute", "--set model.position=absolute"},
+      {"none", "--set model.position=none"},
+      {"disentangled", relative},
+      {"emd", relative + " --set model.enhanced_mask_decoder=true"}};
+  for (const auto& [name, position] : options) {
+    SCOPED_TRACE(name);
+    const std::string a = name + "_a", b = name + "_b";
+    auto first = train(a, position + " --set train.steps=6 --set checkpoint.every=3 "
                        "--set eval.every=3 --set schedule.warmup_steps=2");
     ASSERT_EQ(first.exit_code, 0) << first.output;
     fs::copy(tmp_.str(a), tmp_.str(b), fs::copy_options::recursive);
@@ -141,7 +150,9 @@ TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
     EXPECT_EQ(roformer::core::file_checksum(ckpt(a, 6) + "/model.safetensors"),
               roformer::core::file_checksum(ckpt(b, 6) + "/model.safetensors"));
     const auto weights = roformer::core::load_safetensors(ckpt(a, 6) + "/model.safetensors");
-    EXPECT_EQ(weights.count("roformer.embeddings.position_embeddings.weight"), position == "absolute" ? 1u : 0u);
+    EXPECT_EQ(weights.count("roformer.embeddings.position_embeddings.weight"),
+              name == "absolute" || name == "emd" ? 1u : 0u);
+    EXPECT_EQ(weights.count("roformer.encoder.rel_embeddings.weight"), name == "disentangled" || name == "emd" ? 1u : 0u);
     EXPECT_EQ(weights.count("roformer.encoder.embed_positions.weight"), 0u);
   }
 }

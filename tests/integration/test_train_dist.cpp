@@ -207,6 +207,27 @@ TEST_F(TrainDistTest, TwoProcessesWithBf16ParametersTrainLikeOne) {
     EXPECT_EQ(t.scalar_type(), torch::kFloat32) << name;
 }
 
+// DeBERTa's relative attention with its enhanced mask decoder (the last layer run twice, the
+// relative and absolute tables shared by the layers) reduces its gradients like any model: two
+// ranks train like one process with the global batch.
+TEST_F(TrainDistTest, DisentangledWithTheDecoderTrainsLikeOneProcess) {
+  const std::vector<std::string> deberta = {"--set", "model.position=disentangled", "--set", "model.position_buckets=16",
+                                            "--set", "model.enhanced_mask_decoder=true", "--set", "train.steps=6",
+                                            "--set", "eval.every=0"};
+  expect_ok(two_ranks(train_args("tiny_nodrop.yaml", "two", deberta), "two."));
+  auto one_args = deberta;
+  one_args.insert(one_args.end(), {"--set", "train.batch_size=4"});
+  Proc one = single(train_args("tiny_nodrop.yaml", "one", one_args), "one.log");
+  ASSERT_EQ(one.exit_code, 0) << one.output();
+  auto m2 = metrics("two"), m1 = metrics("one");
+  ASSERT_EQ(m2.size(), 6u);
+  for (int64_t s = 1; s <= 6; ++s)
+    EXPECT_NEAR(m2[s]["loss"].get<double>(), m1[s]["loss"].get<double>(), 1e-5 * m1[s]["loss"].get<double>()) << s;
+  const double worst = compare_models(ckpt("two", 6) + "/model.safetensors", ckpt("one", 6) + "/model.safetensors");
+  std::cout << "disentangled + decoder: max |2 processes - 1 process| over the parameters after 6 steps: " << worst
+            << "\n";
+}
+
 // Dropout on: each rank's own dropout stream must be restored for the resumed run to continue
 // exactly (rank 1's comes from rng_rank1.pt).
 TEST_F(TrainDistTest, DistributedResumeContinuesBitForBit) {

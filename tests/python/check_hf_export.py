@@ -3,10 +3,11 @@
 
 usage: check_hf_export.py EXPORT_DIR REFERENCE.safetensors [TOLERANCE]
 REFERENCE holds input_ids (B, T), attention_mask (B, T) and logits (B, T, V) computed by the C++
-model. Loads the export with AutoModelForMaskedLM.from_pretrained (RoFormerForMaskedLM, or
-BertForMaskedLM for a model with learned absolute positions), requires no missing or unexpected
-keys, runs the same inputs and compares logits (float32, max abs diff <= TOLERANCE, default 1e-4,
-where the mask is 1). Exit 0 when they match; prints the figures either way.
+model. Loads the export with AutoModelForMaskedLM.from_pretrained (RoFormerForMaskedLM,
+BertForMaskedLM for a model with learned absolute positions, DebertaV2ForMaskedLM for disentangled
+attention), requires no missing or unexpected keys, runs the same inputs and compares logits
+(float32, max abs diff <= TOLERANCE, default 1e-4, where the mask is 1). Exit 0 when they match;
+prints the figures either way.
 """
 import sys
 

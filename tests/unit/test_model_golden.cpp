@@ -1,6 +1,7 @@
 // RoFormerForMaskedLM against Hugging Face transformers: tests/golden/*.safetensors hold the weights,
-// inputs (with padding), logits, loss and every parameter gradient of HF's RoFormerForMaskedLM
-// (written by tests/golden/make_golden.py). We load the same weights by HF name and compare.
+// inputs (with padding), logits, loss and every parameter gradient of HF's RoFormerForMaskedLM, and
+// of DebertaV2ForMaskedLM for model.position: disentangled (written by tests/golden/make_golden.py).
+// We load the same weights by HF name and compare.
 //
 // Tolerances (float32 on CPU): logits and loss |ours - HF| <= 1e-5 + 1e-5 |HF|; gradients
 // |ours - HF| <= 1e-5 * max|HF grad of that tensor| + 1e-6 element-wise. The two sides run the
@@ -9,9 +10,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <set>
 #include <sstream>
 
 #include "core/safetensors.h"
+#include "model/disentangled.h"
+#include "model/hf_names.h"
 #include "model/roformer.h"
 #include "test_util.h"
 
@@ -172,5 +176,142 @@ TEST_P(GoldenTest, FixtureRecordsVersions) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, GoldenTest,
                          ::testing::Values("roformer_post", "roformer_factorized", "roformer_rotary_value"));
+
+// ---- DebertaV2ForMaskedLM (model.position: disentangled) --------------------------------------------
+// Same tolerances. Logits are compared where attention_mask is 1: HF DeBERTa zeroes the padded
+// positions' embeddings and lets a padded query attend uniformly to every key, where ours attends to
+// the tokens; no token reads a padded position (their keys are masked on both sides) and none is
+// predicted, so the loss and every gradient are compared in full.
+
+using roformer::model::HfFamily;
+
+// Our options for a DeBERTa fixture: the shared sizes plus its `model_overrides`.
+RoFormerOptions deberta_options_for(const Golden& g) {
+  roformer::config::Config c;
+  for (const char* key : {"hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
+                          "layer_norm_eps", "initializer_range", "hidden_act"})
+    roformer::config::apply_override(c, std::string("model.") + key + "=" + g.meta.at(key));
+  for (const auto& o : split(g.meta.at("model_overrides"), ',')) roformer::config::apply_override(c, "model." + o);
+  c.model.hidden_dropout = 0.0;
+  c.model.attention_dropout = 0.0;
+  return RoFormerOptions(c.model, g.num("vocab_size"));
+}
+
+// The fixture's tensors under prefix, renamed from DebertaV2's names to ours.
+std::map<std::string, torch::Tensor> ours_from_hf(const Golden& g, const std::string& prefix) {
+  std::map<std::string, torch::Tensor> out;
+  for (auto& [name, t] : g.with_prefix(prefix)) out.emplace(roformer::model::from_hf_name(name, HfFamily::kDebertaV2), t);
+  return out;
+}
+
+class DebertaGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DebertaGoldenTest, KeysAndParameterCountMatchHuggingFace) {
+  auto g = load_golden(GetParam());
+  RoFormerForMaskedLM model(deberta_options_for(g));
+  std::set<std::string> ours, theirs;
+  for (const auto& [name, t] : model->hf_named_parameters())
+    ours.insert(roformer::model::to_hf_name(name, HfFamily::kDebertaV2));
+  for (const auto& key : split(g.meta.at("state_dict_keys"), ',')) theirs.insert(key);
+  EXPECT_EQ(ours, theirs);
+  EXPECT_EQ(model->num_parameters(), g.num("hf_num_trainable_parameters"));
+  EXPECT_EQ(model->num_parameters(), g.num("hf_num_parameters"));  // no buffer counted as a parameter
+}
+
+TEST_P(DebertaGoldenTest, LogitsLossAndGradientsMatchHuggingFace) {
+  auto g = load_golden(GetParam());
+  RoFormerForMaskedLM model(deberta_options_for(g));
+  model->load_hf_state_dict(ours_from_hf(g, "weight/"));
+  model->train();
+  auto ids = g.get("input/input_ids"), mask = g.get("input/attention_mask");
+  auto types = g.get("input/token_type_ids"), labels = g.get("input/labels");
+  const int64_t V = model->options().model().vocab_size;
+
+  auto logits = model->forward(ids, mask, types);  // (B, T, V)
+  auto hf_logits = g.get("output/logits");
+  ASSERT_EQ(logits.sizes(), hf_logits.sizes());
+  auto real = mask.to(torch::kBool);  // (B, T)
+  auto ours_real = logits.index({real}), hf_real = hf_logits.index({real});  // (tokens, V)
+  EXPECT_TRUE(torch::allclose(ours_real, hf_real, 1e-5, 1e-5)) << "max |diff| " << max_abs(ours_real - hf_real);
+  std::cout << "[golden " << GetParam() << "] max |logit diff| " << max_abs(ours_real - hf_real) << " (max |logit| "
+            << max_abs(hf_real) << ")\n";
+  auto loss = torch::nn::functional::cross_entropy(logits.view({-1, V}), labels.view(-1),
+                                                   torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  const double hf_loss = g.get("output/loss").item<double>();
+  EXPECT_NEAR(loss.item<double>(), hf_loss, 1e-5 + 1e-5 * std::abs(hf_loss));
+  loss.backward();
+
+  std::map<std::string, torch::Tensor> ours;
+  for (const auto& [name, t] : model->hf_named_parameters()) ours.emplace(name, t);
+  double worst = 0.0;
+  size_t checked = 0;
+  for (const auto& [name, hf_grad] : ours_from_hf(g, "grad/")) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(ours.count(name)) << "no parameter for HF key " << name;
+    auto grad = ours.at(name).grad();
+    ASSERT_TRUE(grad.defined());
+    const double scale = max_abs(hf_grad), err = max_abs(grad - hf_grad);
+    EXPECT_LE(err, 1e-5 * scale + 1e-6) << "max |grad diff| " << err << " (max |HF grad| " << scale << ")";
+    worst = std::max(worst, err / (scale + 1e-30));
+    ++checked;
+  }
+  std::cout << "[golden " << GetParam() << "] worst grad error relative to the tensor's max |grad|: " << worst << "\n";
+  EXPECT_EQ(checked, model->parameters().size());
+  // The relative table is trained through both terms' gathers: its gradient is not zero.
+  EXPECT_GT(max_abs(model->encoder->rel_embeddings->weight.grad()), 0.0);
+}
+
+TEST_P(DebertaGoldenTest, SparseHeadLossMatchesHuggingFace) {
+  auto g = load_golden(GetParam());
+  RoFormerForMaskedLM model(deberta_options_for(g));
+  model->load_hf_state_dict(ours_from_hf(g, "weight/"));
+  auto labels = g.get("input/labels").view(-1);
+  auto positions = (labels != -100).nonzero().squeeze(1);  // (P,) flat indices
+  auto logits = model->forward_sparse(g.get("input/input_ids"), g.get("input/attention_mask"), positions,
+                                      g.get("input/token_type_ids"));  // (P, V)
+  auto loss = torch::nn::functional::cross_entropy(logits, labels.index_select(0, positions));
+  const double hf_loss = g.get("output/loss").item<double>();
+  EXPECT_NEAR(loss.item<double>(), hf_loss, 1e-5 + 1e-5 * std::abs(hf_loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, DebertaGoldenTest,
+                         ::testing::Values("deberta_shared", "deberta_separate", "deberta_c2p", "deberta_p2c"));
+
+// The relative buckets are HF's make_log_bucket_position exactly, for every distance within +-2047:
+// DeBERTa-v3's (256, 512), docs/positions.md's (64, 128) and the fixtures' settings.
+TEST(DebertaGolden, LogBucketsEqualHuggingFace) {
+  auto g = load_golden("deberta_buckets");
+  auto distance = g.get("distance");
+  size_t pairs = 0;
+  for (const auto& [name, hf] : g.with_prefix("bucket/")) {
+    SCOPED_TRACE(name);
+    const auto sizes = split(name, '_');
+    auto ours = roformer::model::log_bucket_positions(distance, std::stoll(sizes[0]), std::stoll(sizes[1]));
+    EXPECT_TRUE(torch::equal(ours, hf)) << (ours != hf).sum().item<int64_t>() << " distances differ";
+    ++pairs;
+  }
+  EXPECT_EQ(pairs, 5u);
+}
+
+// Sensitivity: the deberta_shared weights read with other log buckets (the same 16 rows reached at
+// distance 39 instead of 9) or without the p2c term give clearly different logits, so the parity
+// above is not vacuous.
+TEST(DebertaGolden, WrongRelativeSettingsChangeLogits) {
+  auto g = load_golden("deberta_shared");
+  auto ids = g.get("input/input_ids"), types = g.get("input/token_type_ids");
+  torch::NoGradGuard no_grad;
+  RoFormerForMaskedLM reference(deberta_options_for(g));
+  reference->load_hf_state_dict(ours_from_hf(g, "weight/"));
+  const auto expected = reference->forward(ids, {}, types);
+  for (const std::string change : {"model.max_relative_positions=40", "model.pos_att_type=c2p"}) {
+    SCOPED_TRACE(change);
+    roformer::config::Config c;
+    c.model = deberta_options_for(g).model();
+    roformer::config::apply_override(c, change);
+    RoFormerForMaskedLM model(RoFormerOptions(c.model, g.num("vocab_size")));
+    model->load_hf_state_dict(ours_from_hf(g, "weight/"));
+    EXPECT_GT(max_abs(model->forward(ids, {}, types) - expected), 1e-3);
+  }
+}
 
 }  // namespace

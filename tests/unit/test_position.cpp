@@ -1,8 +1,10 @@
-// model.position (src/model/options.h): rotary, absolute (BERT's learned position embeddings) and none.
-// Each builds, runs forward and backward; absolute has HF BertEmbeddings' table and refuses sequences
-// beyond it; rotary attention scores depend only on relative position, absolute ones do not; without
-// positions the model is permutation-equivariant. The rotary default stays HF RoFormer
-// (test_model_golden); training and exact resume per option are in tests/integration/test_train.cpp.
+// model.position (src/model/options.h): rotary, absolute (BERT's learned position embeddings), none
+// and disentangled (DeBERTa's relative attention; its own parts in test_disentangled). Each builds,
+// runs forward and backward; absolute has HF BertEmbeddings' table and refuses sequences beyond it;
+// rotary and disentangled attention scores depend only on relative position, absolute ones do not;
+// without positions the model is permutation-equivariant. The rotary default stays HF RoFormer and
+// disentangled HF DebertaV2 (test_model_golden); training and exact resume per option are in
+// tests/integration/test_train.cpp.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -27,9 +29,12 @@ constexpr const char* kAbsoluteName = "roformer.embeddings.position_embeddings.w
 constexpr const char* kRotaryName = "roformer.encoder.embed_positions.weight";
 
 // The tiny model with P rows of position tables, `position`, and further config overrides.
+// Disentangled attention gets 8 buckets (exact below 4, log-spaced up to P = max_relative_positions):
+// DeBERTa-v3's 256 need more than 129 relative positions.
 RoFormerOptions tiny(const std::string& position, const std::vector<std::string>& more = {}) {
   std::vector<std::string> overrides = {"model.max_position_embeddings=" + std::to_string(kPositions),
                                         "model.position=" + position};
+  if (position == "disentangled") overrides.push_back("model.position_buckets=8");
   overrides.insert(overrides.end(), more.begin(), more.end());
   return roformer::test::tiny_model_options(overrides);
 }
@@ -54,6 +59,18 @@ torch::Tensor layer0_scores(RoFormerForMaskedLM& model, const torch::Tensor& ids
     q = apply_rotary(q, sin_pos, cos_pos);
     k = apply_rotary(k, sin_pos, cos_pos);
   }
+  if (model->encoder->rel_embeddings) {
+    // Relative positions have no table to offset: the tokens are placed at positions offset.. of a
+    // longer sequence (fixed tokens before them), and its scores among them are taken.
+    auto prefix = (torch::arange(offset, torch::kLong) * 7).remainder(49) + 1;     // (offset)
+    auto long_ids = torch::cat({prefix.unsqueeze(0), ids}, 1);                     // (1, offset + T)
+    auto long_x = model->embeddings->forward(long_ids);
+    auto long_heads = [&](const torch::Tensor& t) { return t.view({1, offset + T, N, D}).transpose(1, 2); };
+    auto lq = long_heads(attention->query->forward(long_x)), lk = long_heads(attention->key->forward(long_x));
+    auto scores = torch::matmul(lq, lk.transpose(-1, -2)) * attention->score_scale() +
+                  attention->relative_scores(lq, lk, model->encoder->layer_inputs(long_x, {}));  // (1, N, T', T')
+    return scores.narrow(2, offset, T).narrow(3, offset, T);                                       // (1, N, T, T)
+  }
   return torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));  // (1, N, T, T)
 }
 
@@ -66,8 +83,9 @@ TEST(Position, ConfigKeyDefaultsToRotaryAndNamesTheAcceptedValues) {
   EXPECT_EQ(c.model.position, config::Position::kAbsolute);
   EXPECT_EQ(RoFormerOptions(c.model, 100).model().position, config::Position::kAbsolute);
   EXPECT_EQ(config::parse_config("", {"model.position=none"}).model.position, config::Position::kNone);
+  EXPECT_EQ(config::parse_config("", {"model.position=disentangled"}).model.position, config::Position::kDisentangled);
   auto msg = error_of([] { config::parse_config("model:\n  position: learned\n"); });
-  EXPECT_NE(msg.find("model.position = 'learned' is not allowed: choose one of rotary, absolute, none"),
+  EXPECT_NE(msg.find("model.position = 'learned' is not allowed: choose one of rotary, absolute, none, disentangled"),
             std::string::npos) << msg;
   msg = error_of([] { config::parse_config("model:\n  position: none\n  rotary_value: true\n"); });
   EXPECT_NE(msg.find("model.rotary_value needs model.position: rotary (got none)"), std::string::npos) << msg;
@@ -118,10 +136,11 @@ TEST(Position, ParametersOfEachOption) {
 // trainable parameter gets a gradient. With absolute, exactly the rows of positions 0..T-1 do.
 TEST(Position, EachOptionRunsForwardAndBackward) {
   const int64_t B = 3, T = 10;
-  for (const std::string position : {"rotary", "absolute", "none"})
+  for (const std::string position : {"rotary", "absolute", "none", "disentangled"})
     for (const std::string attention : {"softmax", "linear"})
       for (const std::string norm : {"post", "pre"})
         for (bool checkpointing : {false, true}) {
+          if (position == "disentangled" && attention == "linear") continue;  // refused: test_disentangled
           SCOPED_TRACE(position + " " + attention + " " + norm + (checkpointing ? " checkpointed" : ""));
           torch::manual_seed(3);
           RoFormerForMaskedLM model(
@@ -148,21 +167,35 @@ TEST(Position, EachOptionRunsForwardAndBackward) {
 }
 
 // RoPE (paper eq. 16): q_m^T R_{n-m} k_n depends on n - m only, so shifting every position by a
-// constant leaves the scores unchanged up to float rounding. Learned absolute positions give other
-// scores for other rows of the table.
+// constant leaves the scores unchanged up to float rounding. So do disentangled attention's
+// (DeBERTa eq. 4: c2p and p2c read the row of i - j), with the relative term nonzero. Learned
+// absolute positions give other scores for other rows of the table.
 TEST(Position, RotaryScoresDependOnRelativePositionOnlyAbsoluteOnesDoNot) {
   const int64_t T = 12;
   torch::manual_seed(5);
   auto ids = torch::randint(1, 50, {1, T}, torch::kLong);
-  RoFormerForMaskedLM rotary(tiny("rotary")), absolute(tiny("absolute"));
+  RoFormerForMaskedLM rotary(tiny("rotary")), absolute(tiny("absolute")), relative(tiny("disentangled"));
+  RoFormerForMaskedLM biased(tiny("disentangled", {"model.position_biased_input=true"}));
   torch::NoGradGuard no_grad;
   for (int64_t shift : {int64_t{1}, int64_t{7}, kPositions - T}) {
     SCOPED_TRACE("shift " + std::to_string(shift));
     auto r0 = layer0_scores(rotary, ids, 0), rs = layer0_scores(rotary, ids, shift);
     EXPECT_TRUE(torch::allclose(r0, rs, 1e-4, 1e-5)) << "max diff " << (r0 - rs).abs().max().item<double>();
+    auto d0 = layer0_scores(relative, ids, 0), ds = layer0_scores(relative, ids, shift);
+    EXPECT_TRUE(torch::allclose(d0, ds, 1e-4, 1e-5)) << "max diff " << (d0 - ds).abs().max().item<double>();
     auto a0 = layer0_scores(absolute, ids, 0), as = layer0_scores(absolute, ids, shift);
     EXPECT_GT((a0 - as).abs().max().item<double>(), 1e-2);
+    // DeBERTa-v1's absolute input table (position_biased_input) makes them absolute again.
+    auto b0 = layer0_scores(biased, ids, 0), bs = layer0_scores(biased, ids, shift);
+    EXPECT_GT((b0 - bs).abs().max().item<double>(), 1e-2);
   }
+  // The relative term is there: without it (content scores only) the scores differ.
+  auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(relative->encoder->layers->ptr(0));
+  auto x = relative->embeddings->forward(ids);
+  auto bias = layer->self_attention->relative_scores(
+      layer->self_attention->query->forward(x).view({1, T, 4, 8}).transpose(1, 2),
+      layer->self_attention->key->forward(x).view({1, T, 4, 8}).transpose(1, 2), relative->encoder->layer_inputs(x, {}));
+  EXPECT_GT(bias.abs().max().item<double>(), 1e-2);
   // The unshifted scores are those of the model's own forward path (offset 0).
   auto embedded = absolute->embeddings->forward(ids);
   EXPECT_TRUE(torch::equal(embedded, absolute->embeddings->forward(ids, {}, 0)));
@@ -177,7 +210,7 @@ TEST(Position, NoneIsPermutationEquivariantTheOthersAreNot) {
   auto ids = torch::randint(1, 50, {2, T}, torch::kLong);
   auto perm = torch::randperm(T, torch::kLong);
   torch::NoGradGuard no_grad;
-  for (const std::string position : {"none", "rotary", "absolute"}) {
+  for (const std::string position : {"none", "rotary", "absolute", "disentangled"}) {
     SCOPED_TRACE(position);
     RoFormerForMaskedLM model(tiny(position));
     model->eval();
@@ -189,18 +222,29 @@ TEST(Position, NoneIsPermutationEquivariantTheOthersAreNot) {
   }
 }
 
-// A learned table has P rows: a longer sequence is refused naming the key. Rotary extends its table
-// by the formula (the first P rows of the extension are the buffer, bit for bit), and the logits of
-// the first tokens of a longer sequence follow from the same weights; none has no table.
+// A learned table has P rows: a longer sequence is refused naming the key (BERT's table, DeBERTa-v1's
+// input table and the enhanced mask decoder's). Rotary extends its table by the formula (the first
+// P rows of the extension are the buffer, bit for bit), and the logits of the first tokens of a
+// longer sequence follow from the same weights; relative buckets cover any distance
+// (test_disentangled checks the tokens); none has no table.
 TEST(Position, SequencesBeyondThePositionTable) {
   RoFormerForMaskedLM absolute(tiny("absolute")), rotary(tiny("rotary")), none(tiny("none"));
   auto too_long = torch::ones({1, kPositions + 1}, torch::kLong);
-  auto msg = error_of([&] { absolute->forward(too_long); });
-  EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32 (the rows of the learned absolute "
-                     "position table"),
-            std::string::npos) << msg;
-  EXPECT_NO_THROW(absolute->forward(torch::ones({1, kPositions}, torch::kLong)));
+  for (const auto& table : std::vector<std::vector<std::string>>{
+           {"model.position=absolute"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.position_biased_input=true"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.enhanced_mask_decoder=true"}}) {
+    SCOPED_TRACE(table.back());
+    RoFormerForMaskedLM model(roformer::test::tiny_model_options(table));
+    auto msg = error_of([&] { model->forward(too_long); });
+    EXPECT_NE(msg.find("sequence length 33 exceeds model.max_position_embeddings 32 (the rows of the learned absolute "
+                       "position table"),
+              std::string::npos) << msg;
+    EXPECT_NO_THROW(model->forward(torch::ones({1, kPositions}, torch::kLong)));
+  }
   EXPECT_EQ(none->forward(torch::ones({1, 2 * kPositions}, torch::kLong)).size(1), 2 * kPositions);
+  RoFormerForMaskedLM relative(tiny("disentangled"));
+  EXPECT_EQ(relative->forward(torch::ones({1, 4 * kPositions}, torch::kLong)).size(1), 4 * kPositions);
 
   auto& encoder = rotary->encoder;
   EXPECT_TRUE(encoder->positions_for(kPositions).is_same(encoder->embed_positions));  // no copy within the table
