@@ -2,11 +2,13 @@
 // 4 heads (D 8), 32 positions, no dropout, a wide initializer so that differences show.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "model/options.h"
+#include "model/roformer.h"
 
 namespace roformer::test {
 
@@ -38,6 +40,13 @@ inline model::RoFormerOptions tiny_model_options(const std::vector<std::string>&
   c.model = tiny_model_config();
   for (const auto& o : overrides) config::apply_override(c, o);
   return model::RoFormerOptions(c.model, vocab_size);
+}
+
+// The model's parameters by their Hugging Face (RoFormer) names, tied tensors once.
+inline std::map<std::string, torch::Tensor> parameters_by_name(const model::RoFormerForMaskedLMImpl& model) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, t] : model.hf_named_parameters()) out.emplace(name, t);
+  return out;
 }
 
 }  // namespace roformer::test

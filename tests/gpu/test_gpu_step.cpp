@@ -137,14 +137,7 @@ TEST(GpuStep, FusedQkvAndFusedRotaryMatchTheReferencePath) {
 // finite and close (3% of the largest logit); the selector reports the kernel it picks.
 TEST(GpuStep, DisentangledAttentionBiasOnCudaMatchesTheCpu) {
   using namespace roformer::model;
-  roformer::config::ModelConfig m;
-  m.hidden_size = 128;
-  m.num_layers = 2;
-  m.num_heads = 4;
-  m.intermediate_size = 256;
-  m.max_position_embeddings = 64;
-  m.hidden_dropout = 0;
-  m.attention_dropout = 0;
+  roformer::config::ModelConfig m = roformer::test::two_layer_model_config(128, 4, 256, 64);
   m.position = roformer::config::Position::kDisentangled;
   m.position_buckets = 16;
   m.enhanced_mask_decoder = true;

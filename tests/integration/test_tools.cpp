@@ -403,6 +403,39 @@ TEST(ToolsExport, PositionNoneIsRefusedAndEvalBeyondTheTable) {
   }
 }
 
+// Trains TMP/run (the two-step config on a synthetic corpus, with `overrides`) 30 steps at a high
+// rate, so that biases and LayerNorm parameters are far from their initial 0 and 1, and exports it
+// to TMP/hf, which must be `architecture`; *config is its config.json.
+void train_and_export(const TempDir& tmp, const std::string& overrides, const std::string& architecture,
+                      json* config) {
+  write_file(tmp.str("train.txt"), synthetic_corpus(40, 3, 5));
+  write_file(tmp.str("run.yaml"), two_step_yaml("post", tmp.str("train.txt")));
+  auto trained = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("run") + overrides +
+                              " --set train.steps=30 --set optimizer.lr=1.0e-2");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("as " + architecture + " to " + tmp.str("hf")), std::string::npos) << r.output;
+  *config = json::parse(read_file(tmp.str("hf/config.json")));
+}
+
+// `train -c TMP/run.yaml --init-from TMP/hf` (with `overrides`, which must name the export's
+// architecture) starts at the source model TMP/run: its first evaluation equals `roformer eval` of
+// the source on the same text and seed.
+void expect_init_from_starts_at_source(const TempDir& tmp, const std::string& overrides) {
+  const std::string evals = " --set data.valid_files=[" + tmp.str("train.txt") + "] --set eval.max_sequences=16";
+  auto from = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf") + " --init-from " +
+                           tmp.str("hf") + overrides + evals);
+  ASSERT_EQ(from.exit_code, 0) << from.output;
+  const auto first = read_metrics(tmp.str("from_hf"), "eval");
+  ASSERT_TRUE(first.count(0)) << from.output;
+  auto ref = run_roformer("eval --device cpu --json --max-sequences 16 --checkpoint " + tmp.str("run") + " --data " +
+                          tmp.str("train.txt"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  EXPECT_EQ(first.at(0)["accuracy"], last_json(ref.output)["accuracy"]);
+  EXPECT_NEAR(first.at(0)["loss"].get<double>(), last_json(ref.output)["loss"].get<double>(), 1e-6);
+}
+
 // A post-LN model with learned absolute positions is BERT: it exports to Hugging Face's
 // BertForMaskedLM, which gives its logits (max |diff| <= 1e-6 over the unpadded positions, float32;
 // check_hf_export.py; 0 measured: both run the same float32 CPU kernels), and `train --init-from`
@@ -412,15 +445,9 @@ TEST(ToolsExport, PositionNoneIsRefusedAndEvalBeyondTheTable) {
 // E->H projection).
 TEST(ToolsExport, AbsolutePositionsExportToBertForMaskedLM) {
   TempDir tmp;
-  write_file(tmp.str("train.txt"), synthetic_corpus(40, 3, 5));
-  write_file(tmp.str("run.yaml"), two_step_yaml("post", tmp.str("train.txt")));
-  const std::string absolute = " --set model.position=absolute --set train.steps=30 --set optimizer.lr=1.0e-2";
-  auto trained = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("run") + absolute);
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("as BertForMaskedLM to " + tmp.str("hf")), std::string::npos) << r.output;
-  const json config = json::parse(read_file(tmp.str("hf/config.json")));
+  const std::string absolute = " --set model.position=absolute";
+  json config;
+  ASSERT_NO_FATAL_FAILURE(train_and_export(tmp, absolute, "BertForMaskedLM", &config));
   EXPECT_EQ(config["model_type"], "bert");
   EXPECT_EQ(config["architectures"], json::array({"BertForMaskedLM"}));
   EXPECT_EQ(config["position_embedding_type"], "absolute");
@@ -438,19 +465,8 @@ TEST(ToolsExport, AbsolutePositionsExportToBertForMaskedLM) {
         << check.output;
     std::cout << check.output;  // the measured largest difference
   }
-  // --init-from the BERT export: the new run starts at the source model (its first evaluation
-  // equals `roformer eval` of the source on the same text and seed).
-  const std::string evals = " --set data.valid_files=[" + tmp.str("train.txt") + "] --set eval.max_sequences=16";
-  auto from = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf") + " --init-from " +
-                           tmp.str("hf") + " --set model.position=absolute" + evals);
-  ASSERT_EQ(from.exit_code, 0) << from.output;
-  const auto first = read_metrics(tmp.str("from_hf"), "eval");
-  ASSERT_TRUE(first.count(0)) << from.output;
-  auto ref = run_roformer("eval --device cpu --json --max-sequences 16 --checkpoint " + tmp.str("run") + " --data " +
-                          tmp.str("train.txt"));
-  ASSERT_EQ(ref.exit_code, 0) << ref.output;
-  EXPECT_EQ(first.at(0)["accuracy"], last_json(ref.output)["accuracy"]);
-  EXPECT_NEAR(first.at(0)["loss"].get<double>(), last_json(ref.output)["loss"].get<double>(), 1e-6);
+  // --init-from the BERT export starts at the source model.
+  expect_init_from_starts_at_source(tmp, absolute);
   // The config must say absolute: the architecture comes with the weights.
   auto rotary = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf_rotary") +
                              " --init-from " + tmp.str("hf"));
@@ -477,16 +493,9 @@ TEST(ToolsExport, AbsolutePositionsExportToBertForMaskedLM) {
 // back. Trained 30 steps at a high rate, as the BERT export above, so a misplaced tensor shows.
 TEST(ToolsExport, DisentangledExportsToDebertaV2ForMaskedLM) {
   TempDir tmp;
-  write_file(tmp.str("train.txt"), synthetic_corpus(40, 3, 5));
-  write_file(tmp.str("run.yaml"), two_step_yaml("post", tmp.str("train.txt")));
   const std::string relative = " --set model.position=disentangled --set model.position_buckets=16";
-  auto trained = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("run") + relative +
-                              " --set train.steps=30 --set optimizer.lr=1.0e-2");
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("as DebertaV2ForMaskedLM to " + tmp.str("hf")), std::string::npos) << r.output;
-  const json config = json::parse(read_file(tmp.str("hf/config.json")));
+  json config;
+  ASSERT_NO_FATAL_FAILURE(train_and_export(tmp, relative, "DebertaV2ForMaskedLM", &config));
   EXPECT_EQ(config["model_type"], "deberta-v2");
   EXPECT_EQ(config["architectures"], json::array({"DebertaV2ForMaskedLM"}));
   EXPECT_EQ(config["relative_attention"], true);
@@ -521,17 +530,7 @@ TEST(ToolsExport, DisentangledExportsToDebertaV2ForMaskedLM) {
   EXPECT_EQ(fill.exit_code, 0) << fill.output;
   std::cout << fill.output;
   // --init-from the DebertaV2 export starts at the source model.
-  const std::string evals = " --set data.valid_files=[" + tmp.str("train.txt") + "] --set eval.max_sequences=16";
-  auto from = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf") + " --init-from " +
-                           tmp.str("hf") + relative + evals);
-  ASSERT_EQ(from.exit_code, 0) << from.output;
-  const auto first = read_metrics(tmp.str("from_hf"), "eval");
-  ASSERT_TRUE(first.count(0)) << from.output;
-  auto ref = run_roformer("eval --device cpu --json --max-sequences 16 --checkpoint " + tmp.str("run") + " --data " +
-                          tmp.str("train.txt"));
-  ASSERT_EQ(ref.exit_code, 0) << ref.output;
-  EXPECT_EQ(first.at(0)["accuracy"], last_json(ref.output)["accuracy"]);
-  EXPECT_NEAR(first.at(0)["loss"].get<double>(), last_json(ref.output)["loss"].get<double>(), 1e-6);
+  expect_init_from_starts_at_source(tmp, relative);
   // The relative settings come with the weights: other buckets are refused naming the key.
   auto other = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf_8") + " --init-from " +
                             tmp.str("hf") + " --set model.position=disentangled --set model.position_buckets=8");

@@ -96,6 +96,17 @@ class TrainDistTest : public ::testing::Test {
     wait_until(p, Clock::now() + std::chrono::seconds(180));
     return p;
   }
+  // The run `args` (on tiny_nodrop.yaml) on two ranks as run `two` and on one process with their
+  // global batch (train.batch_size 4 instead of 2) as run `one`; each must succeed.
+  void two_ranks_and_one(const std::string& two, const std::string& one, const std::vector<std::string>& args) {
+    const auto procs = two_ranks(train_args("tiny_nodrop.yaml", two, args), two + ".");
+    for (size_t r = 0; r < procs.size(); ++r)
+      ASSERT_EQ(procs[r].exit_code, 0) << "rank " << r << ":\n" << procs[r].output();
+    auto one_args = args;
+    one_args.insert(one_args.end(), {"--set", "train.batch_size=4"});
+    Proc p = single(train_args("tiny_nodrop.yaml", one, one_args), one + ".log");
+    ASSERT_EQ(p.exit_code, 0) << p.output();
+  }
   std::map<int64_t, json> metrics(const std::string& run, const std::string& type = "train") {
     return read_metrics(tmp_.str(run), type);
   }
@@ -183,12 +194,7 @@ TEST_F(TrainDistTest, TwoProcessesTrainLikeOneWithTheGlobalBatch) {
 // applied only their own gradients would drift apart and fail the parameter check of the save.
 TEST_F(TrainDistTest, TwoProcessesWithBf16ParametersTrainLikeOne) {
   const std::vector<std::string> bf16 = {"--set", "train.precision=bf16", "--set", "train.param_dtype=bf16"};
-  auto procs = two_ranks(train_args("tiny_nodrop.yaml", "two16", bf16), "two16.");
-  expect_ok(procs);
-  auto one_args = bf16;
-  one_args.insert(one_args.end(), {"--set", "train.batch_size=4"});
-  Proc one = single(train_args("tiny_nodrop.yaml", "one16", one_args), "one16.log");
-  ASSERT_EQ(one.exit_code, 0) << one.output();
+  ASSERT_NO_FATAL_FAILURE(two_ranks_and_one("two16", "one16", bf16));
   auto m2 = metrics("two16"), m1 = metrics("one16");
   ASSERT_EQ(m2.size(), 12u);
   ASSERT_EQ(m1.size(), 12u);
@@ -214,11 +220,7 @@ TEST_F(TrainDistTest, DisentangledWithTheDecoderTrainsLikeOneProcess) {
   const std::vector<std::string> deberta = {"--set", "model.position=disentangled", "--set", "model.position_buckets=16",
                                             "--set", "model.enhanced_mask_decoder=true", "--set", "train.steps=6",
                                             "--set", "eval.every=0"};
-  expect_ok(two_ranks(train_args("tiny_nodrop.yaml", "two", deberta), "two."));
-  auto one_args = deberta;
-  one_args.insert(one_args.end(), {"--set", "train.batch_size=4"});
-  Proc one = single(train_args("tiny_nodrop.yaml", "one", one_args), "one.log");
-  ASSERT_EQ(one.exit_code, 0) << one.output();
+  ASSERT_NO_FATAL_FAILURE(two_ranks_and_one("two", "one", deberta));
   auto m2 = metrics("two"), m1 = metrics("one");
   ASSERT_EQ(m2.size(), 6u);
   for (int64_t s = 1; s <= 6; ++s)

@@ -22,6 +22,7 @@ namespace {
 
 using namespace roformer::model;
 using roformer::test::error_of;
+using roformer::test::parameters_by_name;
 namespace config = roformer::config;
 
 // The tiny model (32 positions) with disentangled attention, 8 buckets unless overridden.
@@ -29,12 +30,6 @@ RoFormerOptions tiny(const std::vector<std::string>& more = {}) {
   std::vector<std::string> overrides = {"model.position=disentangled", "model.position_buckets=8"};
   overrides.insert(overrides.end(), more.begin(), more.end());
   return roformer::test::tiny_model_options(overrides);
-}
-
-std::map<std::string, torch::Tensor> hf_names(const RoFormerForMaskedLM& model) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, t] : model->hf_named_parameters()) out.emplace(name, t);
-  return out;
 }
 
 // The table row (index + first_row) of query i, key j.
@@ -126,7 +121,7 @@ TEST(Disentangled, ParametersFollowTheSettings) {
     SCOPED_TRACE(c.overrides.empty() ? "defaults" : c.overrides.back());
     torch::manual_seed(0);
     RoFormerForMaskedLM model(tiny(c.overrides));
-    auto names = hf_names(model);
+    auto names = parameters_by_name(*model);
     EXPECT_EQ(names.count(layer + "pos_key_proj.weight"), c.pos_key ? 1u : 0u);
     EXPECT_EQ(names.count(layer + "pos_query_proj.weight"), c.pos_query ? 1u : 0u);
     EXPECT_EQ(names.count("roformer.embeddings.position_embeddings.weight"), c.absolute ? 1u : 0u);

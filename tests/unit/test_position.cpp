@@ -23,6 +23,7 @@ namespace {
 
 using namespace roformer::model;
 using roformer::test::error_of;
+using roformer::test::parameters_by_name;
 
 constexpr int64_t kPositions = 32;  // P: rows of the position tables
 constexpr const char* kAbsoluteName = "roformer.embeddings.position_embeddings.weight";
@@ -37,12 +38,6 @@ RoFormerOptions tiny(const std::string& position, const std::vector<std::string>
   if (position == "disentangled") overrides.push_back("model.position_buckets=8");
   overrides.insert(overrides.end(), more.begin(), more.end());
   return roformer::test::tiny_model_options(overrides);
-}
-
-std::map<std::string, torch::Tensor> hf_names(const RoFormerForMaskedLM& model) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, t] : model->hf_named_parameters()) out.emplace(name, t);
-  return out;
 }
 
 // Pre-softmax attention scores q k^T / sqrt(D) of layer 0 for token ids (1, T) whose positions start
@@ -101,7 +96,7 @@ TEST(Position, ConfigKeyDefaultsToRotaryAndNamesTheAcceptedValues) {
 TEST(Position, ParametersOfEachOption) {
   torch::manual_seed(0);
   RoFormerForMaskedLM rotary(tiny("rotary")), absolute(tiny("absolute")), none(tiny("none"));
-  auto r = hf_names(rotary), a = hf_names(absolute), n = hf_names(none);
+  auto r = parameters_by_name(*rotary), a = parameters_by_name(*absolute), n = parameters_by_name(*none);
   EXPECT_TRUE(r.count(kRotaryName) && !r.count(kAbsoluteName));
   EXPECT_TRUE(!a.count(kRotaryName) && a.count(kAbsoluteName));
   EXPECT_TRUE(!n.count(kRotaryName) && !n.count(kAbsoluteName));
@@ -126,7 +121,7 @@ TEST(Position, ParametersOfEachOption) {
   std::map<std::string, torch::Tensor> state;
   for (const auto& [name, t] : a) state[name] = t.detach().clone();
   other->load_hf_state_dict(state);
-  EXPECT_TRUE(torch::equal(hf_names(other).at(kAbsoluteName), table));
+  EXPECT_TRUE(torch::equal(parameters_by_name(*other).at(kAbsoluteName), table));
   state.erase(kAbsoluteName);
   EXPECT_NE(error_of([&] { other->load_hf_state_dict(state); }).find(std::string("missing key ") + kAbsoluteName),
             std::string::npos);
