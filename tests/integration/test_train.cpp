@@ -124,14 +124,19 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
 
 // Each model.position trains and resumes exactly (rotary, the default, is the test above), dropout
 // included (disentangled attention also drops out its relative embeddings, the decoder runs the last
-// layer twice). The checkpoint holds the option's own position parameters.
+// layer twice). The checkpoint holds the option's own position parameters. The last case puts the
+// decoder on every other path at once: pre-LN, a factorized embedding, gradient checkpointing and
+// bf16 parameters with fp32 masters.
 TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
   const std::string relative = "--set model.position=disentangled --set model.position_buckets=16";
+  const std::string emd = relative + " --set model.enhanced_mask_decoder=true";
   const std::vector<std::pair<std::string, std::string>> options = {
       {"absolute", "--set model.position=absolute"},
       {"none", "--set model.position=none"},
       {"disentangled", relative},
-      {"emd", relative + " --set model.enhanced_mask_decoder=true"}};
+      {"emd", emd},
+      {"emd_all", emd + " --set model.norm=pre --set model.embedding_size=16 --set model.gradient_checkpointing=true "
+                        "--set train.precision=bf16 --set train.param_dtype=bf16"}};
   for (const auto& [name, position] : options) {
     SCOPED_TRACE(name);
     const std::string a = name + "_a", b = name + "_b";
@@ -151,8 +156,8 @@ TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
               roformer::core::file_checksum(ckpt(b, 6) + "/model.safetensors"));
     const auto weights = roformer::core::load_safetensors(ckpt(a, 6) + "/model.safetensors");
     EXPECT_EQ(weights.count("roformer.embeddings.position_embeddings.weight"),
-              name == "absolute" || name == "emd" ? 1u : 0u);
-    EXPECT_EQ(weights.count("roformer.encoder.rel_embeddings.weight"), name == "disentangled" || name == "emd" ? 1u : 0u);
+              name == "absolute" || name.rfind("emd", 0) == 0 ? 1u : 0u);
+    EXPECT_EQ(weights.count("roformer.encoder.rel_embeddings.weight"), name == "absolute" || name == "none" ? 0u : 1u);
     EXPECT_EQ(weights.count("roformer.encoder.embed_positions.weight"), 0u);
   }
 }
