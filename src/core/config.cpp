@@ -759,6 +759,12 @@ void validate_disentangled(const ModelConfig& m) {
   if (m.attention == Attention::kLinear)
     invalid("model.attention: linear has no disentangled form (the relative scores need the full score matrix); "
             "use model.attention: softmax with model.position: disentangled");
+  // DeBERTa's decoder brings in the absolute positions the input lacks; the original code
+  // (EnhancedMaskDecoder) skips it when the input has them (position_biased_input).
+  if (m.enhanced_mask_decoder && m.position_biased_input)
+    invalid("model.enhanced_mask_decoder adds the absolute positions that the input embeddings lack, but "
+            "model.position_biased_input: true already adds them there (DeBERTa's decoder is skipped then); set one "
+            "of the two to false");
   // HF make_log_bucket_position: distances from buckets/2 on are log(d / mid) / log((max - 1) / mid), so
   // max_relative_positions - 1 must exceed mid = buckets/2.
   const int64_t buckets = m.position_buckets, max_relative = effective_max_relative_positions(m);

@@ -163,6 +163,10 @@ TEST(Disentangled, ConfigRefusesWhatItCannotCompute) {
   msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.position_buckets=1"}); });
   EXPECT_NE(msg.find("model.position_buckets must be 0 (exact distances) or at least 2 (got 1)"), std::string::npos)
       << msg;
+  msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.enhanced_mask_decoder=true",
+                                                "model.position_biased_input=true"}); });
+  EXPECT_NE(msg.find("model.position_biased_input: true already adds them there (DeBERTa's decoder is skipped then); "
+                     "set one of the two to false"), std::string::npos) << msg;
   msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.pos_att_type=p2p"}); });
   EXPECT_NE(msg.find("model.pos_att_type = 'p2p' is not allowed: choose one of c2p+p2c, c2p, p2c"), std::string::npos)
       << msg;
