@@ -18,7 +18,8 @@
 #        (LOGDIR/bench_*.json, *.log) and, last, the table (also LOGDIR/table.md).
 #   `scripts/gpu_check.sh all LOGDIR` does build + check in one call where time allows.
 #   `scripts/gpu_check.sh variants LOGDIR` (after check, same machine): ours only, each CUDA fast path
-#        on its own, each attention kernel and larger batches (LOGDIR/variants.{jsonl,md}).
+#        on its own, each attention kernel and larger batches (LOGDIR/variants.{jsonl,md}); VARIANTS_FILE
+#        names other rows (name|bench arguments per line).
 #
 # Prebuilt (saves the device build, ~5 min of the 30-minute budget, on every machine start):
 #   here:  make build && scripts/gpu_check.sh pack --bin [--brown]
@@ -186,12 +187,20 @@ variants() {  # logdir: each CUDA fast path on its own, attention kernels, batch
            --run-dir "$log/variants-bench")
     while IFS='|' read -r name args; do
       [ -n "$name" ] || continue
+      args="${args//\{batch2\}/$((batch * 2))}"; args="${args//\{batch4\}/$((batch * 4))}"
       say "variant seq $seq: $name"
       # shellcheck disable=SC2086
       "$b" bench "${sets[@]}" $args 2>"$log/variant.err" | tail -1 \
         | python3 -c "import json,sys; r=json.load(sys.stdin); r['variant']='$name'; print(json.dumps(r))" >>"$out" \
         || { say "variant $name failed:"; tail -3 "$log/variant.err"; }
-    done <<EOF
+    done < <(if [ -n "${VARIANTS_FILE:-}" ]; then cat "$VARIANTS_FILE"; else default_variants; fi)
+  done
+  variants_table "$out" "$log"
+}
+
+# The rows of `variants`: name|roformer bench arguments ({batch2}, {batch4}: 2x and 4x the batch).
+default_variants() {
+  cat <<'EOF'
 reference (3 QKV GEMMs, element-wise rotary, bias added apart)|--separate-qkv --rotary elementwise --separate-bias-add
 bias in the GEMM only|--separate-qkv --rotary elementwise
 fused QKV only|--rotary elementwise --separate-bias-add
@@ -199,11 +208,15 @@ fused rotary only|--separate-qkv --rotary fused --separate-bias-add
 all three (default)|
 all, flash attention|--attention-kernel flash
 all, bf16 parameters + fp32 masters|--set train.param_dtype=bf16
-all, 2x batch|--set train.batch_size=$((batch * 2))
-all, 4x batch|--set train.batch_size=$((batch * 4))
+all, eager (no CUDA graphs)|--set train.cuda_graph=false
+all, bf16 parameters + fp32 masters, eager|--set train.param_dtype=bf16 --set train.cuda_graph=false
+all, 2x batch|--set train.batch_size={batch2}
+all, 4x batch|--set train.batch_size={batch4}
 EOF
-  done
-  python3 - "$out" <<'PY' | tee "$log/variants.md"
+}
+
+variants_table() {  # jsonl logdir
+  python3 - "$1" <<'PY' | tee "$2/variants.md"
 import json, sys
 print("| seq | batch | variant | tokens/s | ms/step | MFU | peak GiB | attention |\n|---:|---:|---|---:|---:|---:|---:|---|")
 for line in open(sys.argv[1]):

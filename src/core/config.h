@@ -107,6 +107,7 @@ struct TrainConfig {
   Precision precision = Precision::kBf16;  // fp32 | bf16 | fp16
   ParamDtype param_dtype = ParamDtype::kFp32;  // fp32 | bf16 (bf16 weights, fp32 master weights; precision bf16)
   std::string device = "auto";            // auto | cpu | cuda | cuda:N
+  bool cuda_graph = true;                 // CUDA: capture the step's micro-batches and update as CUDA graphs
   int64_t seed = 1234;
   std::string run_dir = "runs/default";
   int64_t num_threads = 0;                // CPU intra-op threads; 0: LibTorch default
