@@ -230,8 +230,8 @@ const std::vector<std::pair<Precision, const char*>>& enum_names() {
 }
 template <>
 const std::vector<std::pair<ParamDtype, const char*>>& enum_names() {
-  static const std::vector<std::pair<ParamDtype, const char*>> names = {{ParamDtype::kFp32, "fp32"},
-                                                                        {ParamDtype::kBf16, "bf16"}};
+  static const std::vector<std::pair<ParamDtype, const char*>> names = {
+      {ParamDtype::kAuto, "auto"}, {ParamDtype::kFp32, "fp32"}, {ParamDtype::kBf16, "bf16"}};
   return names;
 }
 
@@ -404,7 +404,8 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(train, param_dtype,
                  "Dtype the step computes with: fp32 (parameters fp32; bf16 runs under autocast), or bf16 (with "
                  "precision bf16: parameters, activations and residual stream bf16 without autocast; the optimizer "
-                 "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters)");
+                 "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters); "
+                 "auto: bf16 on CUDA with precision bf16, fp32 otherwise (config.yaml records the choice)");
   ROFORMER_FIELD(train, device, "auto (CUDA when available), cpu, cuda or cuda:N");
   ROFORMER_FIELD(train, cuda_graph,
                  "CUDA: replay each micro-batch's forward + backward and the update between logging steps as "

@@ -143,12 +143,15 @@ Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
                trainer.device().str(), config::to_string(trainer.config().train.precision),
                trainer.config().train.param_dtype == config::ParamDtype::kBf16 ? " with bf16 parameters" : "",
                o.synthetic ? "synthetic" : "prepared");
-  // Warm-up steps as the measured ones (no read-back but the last), so CUDA graphs are captured here.
-  for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/i + 1 == o.warmup);
+  // The peak counts the warm-up too: CUDA graphs allocate their memory while they are captured there
+  // (a replay allocates nothing), so a peak of the measured steps alone would leave it out.
   if (cuda) {
     core::synchronize(trainer.device());
     at::accelerator::resetPeakStats(trainer.device().index());  // the device resolved with its index
   }
+  // Warm-up steps as the measured ones (no read-back but the last), so CUDA graphs are captured here.
+  for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/i + 1 == o.warmup);
+  if (cuda) core::synchronize(trainer.device());
 
   using Clock = std::chrono::steady_clock;
   Measurement m;
@@ -173,7 +176,8 @@ Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
   return m;
 }
 
-// Peak memory since the warm-up: the CUDA allocator's peak, or the process's peak RSS on the CPU.
+// Peak memory over the warm-up and measured steps: the CUDA allocator's peak, or the process's peak
+// RSS on the CPU.
 std::pair<int64_t, std::string> peak_memory(const Trainer& trainer) {
   if (trainer.device().is_cuda()) {
     const int64_t bytes = at::accelerator::getDeviceStats(trainer.device().index())

@@ -523,6 +523,7 @@ void Trainer::run_eval() {
 // device before anything allocates on it: pinned host memory, streams and synchronize follow it.
 void Trainer::setup_device() {
   device_ = core::resolve_device(cfg_.train.device, "train.device");
+  config::resolve_param_dtype(cfg_, device_.is_cuda());  // before config.yaml is written
   if (env_.distributed() && device_.is_cuda()) {  // each rank drives the GPU of its LOCAL_RANK
     const auto visible = static_cast<int>(torch::cuda::device_count());
     if (env_.local_rank >= visible)

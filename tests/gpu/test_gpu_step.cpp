@@ -46,10 +46,14 @@ TEST(GpuStep, FusedAdamWOnCudaEqualsTheLoop) {
 // Between logging steps a step must not read anything back: sync-debug mode "error" turns any
 // synchronizing call (item(), a blocking copy, stream or device synchronize) into an exception.
 TEST(GpuStep, NoHostSyncInsideANonLoggingStep) {
-  for (const std::string precision : {"bf16", "fp32"}) {
-    SCOPED_TRACE(precision);
+  // bf16 with param_dtype auto: bf16 parameters and fp32 masters; bf16 with fp32 parameters: autocast.
+  for (const auto& [precision, param_dtype] : std::vector<std::pair<std::string, std::string>>{
+           {"bf16", "auto"}, {"bf16", "fp32"}, {"fp32", "auto"}}) {
+    SCOPED_TRACE(precision + ", param_dtype " + param_dtype);
     auto t = make_trainer(tiny_step_config(true, 0.5, "cuda", precision,
-                                           {"model.hidden_dropout=0.1", "model.attention_dropout=0.1"}));
+                                           {"model.hidden_dropout=0.1", "model.attention_dropout=0.1",
+                                            "train.param_dtype=" + param_dtype}));
+    EXPECT_EQ(t->compute_model().ptr() != t->model().ptr(), precision == "bf16" && param_dtype == "auto");
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(t->train_step(true).finite);  // warm-up: lazy inits may sync
     roformer::core::set_cuda_sync_debug_mode(2);
     std::string error;

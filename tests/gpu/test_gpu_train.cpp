@@ -90,6 +90,10 @@ TEST_F(GpuTrain, MixedPrecisionRunsLearnAndFp16RecoversFromAnOverflow) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto m = metrics(precision);
     ASSERT_EQ(m.size(), 60u);
+    // train.param_dtype auto, as config.yaml records it: bf16 parameters for bf16 on CUDA, autocast for fp16.
+    EXPECT_NE(read_file(tmp_.str(precision) + "/config.yaml")
+                  .find(std::string("param_dtype: ") + (precision == "bf16" ? "bf16" : "fp32")),
+              std::string::npos);
     EXPECT_LT(m[60]["loss_avg"].get<double>(), 0.8 * m[1]["loss"].get<double>()) << r.output;
     if (precision == "fp16") {
       EXPECT_NE(r.output.find("step 5: non-finite fp16 gradient, step skipped, loss scale now"), std::string::npos)
