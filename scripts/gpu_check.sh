@@ -205,11 +205,11 @@ reference (3 QKV GEMMs, element-wise rotary, bias added apart)|--separate-qkv --
 bias in the GEMM only|--separate-qkv --rotary elementwise
 fused QKV only|--rotary elementwise --separate-bias-add
 fused rotary only|--separate-qkv --rotary fused --separate-bias-add
-all three (default)|
+all three (default: bf16 parameters + fp32 masters, CUDA graphs)|
 all, flash attention|--attention-kernel flash
-all, bf16 parameters + fp32 masters|--set train.param_dtype=bf16
 all, eager (no CUDA graphs)|--set train.cuda_graph=false
-all, bf16 parameters + fp32 masters, eager|--set train.param_dtype=bf16 --set train.cuda_graph=false
+all, autocast (fp32 parameters)|--set train.param_dtype=fp32
+all, autocast, eager|--set train.param_dtype=fp32 --set train.cuda_graph=false
 all, 2x batch|--set train.batch_size={batch2}
 all, 4x batch|--set train.batch_size={batch4}
 EOF
