@@ -6,7 +6,9 @@ same resolved config (`roformer config print`), torch.optim.AdamW with the usual
 groups (no decay on biases and LayerNorm weights), gradient clipping as HF's Trainer does it,
 DataCollatorForLanguageModeling's masking (15% of the non-special tokens; 80% [MASK], 10% random,
 10% kept), model.train(), loss.backward(), optimizer.step(), zero_grad(set_to_none=True), and
-torch.autocast for bf16. Both sides train on random token batches ([CLS] ids [SEP], no padding) of
+torch.autocast for bf16. `--compile` adds a second baseline, the same loop with the model wrapped in
+torch.compile (what a careful Python user would run; its compilation falls in the warm-up steps, which
+are not timed); the ratio against each baseline is reported. Both sides train on random token batches ([CLS] ids [SEP], no padding) of
 the same batch size, sequence length, precision and thread count; `roformer bench --synthetic`
 masks exactly round(0.15 (T - 2)) positions per sequence, the collator ~15% on average.
 
@@ -86,10 +88,11 @@ def collate(batch, seq, vocab, gen, device):
     return to(ids), to(attention), to(labels)
 
 
-def run_hf(cfg, vocab, steps, warmup, device):
+def run_hf(cfg, vocab, steps, warmup, device, compile_model=False):
     torch.manual_seed(cfg["train"]["seed"])
     model = hf_model(cfg, vocab).to(device)
     model.train()
+    forward = torch.compile(model) if compile_model else model
     o = cfg["optimizer"]
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -104,7 +107,7 @@ def run_hf(cfg, vocab, steps, warmup, device):
     def step():
         ids, attention, labels = collate(B, T, vocab, gen, device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+            loss = forward(input_ids=ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         if o["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), o["grad_clip"])
@@ -116,12 +119,21 @@ def run_hf(cfg, vocab, steps, warmup, device):
         step()
     if device.type == "cuda":
         torch.cuda.synchronize()
+    graphs = compiled_graphs()
     start = time.perf_counter()
     for _ in range(steps):
         loss = step()
     last = loss.item()  # also waits for the device
     seconds = time.perf_counter() - start
-    return {"tokens_per_s": B * T * steps / seconds, "ms_per_step": 1000 * seconds / steps, "final_loss": last}
+    result = {"tokens_per_s": B * T * steps / seconds, "ms_per_step": 1000 * seconds / steps, "final_loss": last}
+    if compile_model:  # a compilation inside the timed steps would make the row meaningless: say so
+        result["graphs_compiled_while_timed"] = compiled_graphs() - graphs
+    return result
+
+
+def compiled_graphs():
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
 
 
 def run_roformer(binary, config, overrides, steps, warmup, extra):
@@ -142,6 +154,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for both (0: leave the defaults)")
     ap.add_argument("--bench-arg", action="append", default=[], help="extra argument for roformer bench")
+    ap.add_argument("--compile", action="store_true", help="also time HF with torch.compile (a second baseline)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
@@ -160,28 +173,48 @@ def main():
     print(f"# B={cfg['train']['batch_size']} T={cfg['data']['max_seq_len']} V={vocab} H={cfg['model']['hidden_size']} "
           f"L={cfg['model']['num_layers']} precision={cfg['train']['precision']} device={device} "
           f"threads={torch.get_num_threads() if device.type == 'cpu' else '-'} torch={torch.__version__}", flush=True)
-    hf, ours = [], []
-    for r in range(args.rounds):
-        h = run_hf(cfg, vocab, args.steps, args.warmup, device)
-        if device.type == "cuda":  # hand the baseline's cached blocks back before roformer runs
+    hf, hf_compiled, ours = [], [], []
+
+    def release():  # hand the baseline's cached blocks back before the next side runs
+        if device.type == "cuda":
             gc.collect()
             torch.cuda.empty_cache()
+
+    for r in range(args.rounds):
+        h = run_hf(cfg, vocab, args.steps, args.warmup, device)
+        release()
+        line = f"round {r + 1}: HF {h['tokens_per_s']:.0f} tokens/s ({h['ms_per_step']:.1f} ms/step, loss {h['final_loss']:.3f})"
+        if args.compile:
+            try:
+                hc = run_hf(cfg, vocab, args.steps, args.warmup, device, compile_model=True)
+            except Exception as e:  # torch.compile needs a working compiler toolchain; the eager rows still count
+                print(f"HF compiled failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                      "continuing without that baseline", flush=True)
+                args.compile = False
+            else:
+                hf_compiled.append(hc)
+                line += f" | HF compiled {hc['tokens_per_s']:.0f} tokens/s ({hc['ms_per_step']:.1f} ms/step"
+                line += f", {hc['graphs_compiled_while_timed']} graphs compiled while timed)"
+            release()
         o = run_roformer(args.roformer, args.config, overrides, args.steps, args.warmup, args.bench_arg)
         hf.append(h)
         ours.append(o)
-        print(f"round {r + 1}: HF {h['tokens_per_s']:.0f} tokens/s ({h['ms_per_step']:.1f} ms/step, loss "
-              f"{h['final_loss']:.3f}) | roformer {o['tokens_per_s']:.0f} tokens/s ({o['ms_per_step_mean']:.1f} "
-              f"ms/step, loss {o['final_loss']:.3f})", flush=True)
+        print(f"{line} | roformer {o['tokens_per_s']:.0f} tokens/s ({o['ms_per_step_mean']:.1f} ms/step, loss "
+              f"{o['final_loss']:.3f})", flush=True)
     hf_med = statistics.median(x["tokens_per_s"] for x in hf)
     our_med = statistics.median(x["tokens_per_s"] for x in ours)
     print(f"median tokens/s: HF {hf_med:.0f} | roformer {our_med:.0f} | ratio roformer/HF {our_med / hf_med:.2f}x")
+    compiled_med = statistics.median(x["tokens_per_s"] for x in hf_compiled) if hf_compiled else None
+    if compiled_med:
+        print(f"median tokens/s: HF compiled {compiled_med:.0f} | ratio roformer/HF compiled {our_med / compiled_med:.2f}x")
     if ours[-1].get("mfu") is not None:
         print(f"roformer MFU {100 * statistics.median(x['mfu'] for x in ours):.1f}% "
               f"(peak {ours[-1]['peak_tflops']} TFLOP/s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": args.config, "overrides": overrides, "hf": hf, "roformer": ours,
-                       "ratio": our_med / hf_med}, f, indent=1)
+                       "ratio": our_med / hf_med, "hf_compiled": hf_compiled,
+                       "ratio_compiled": our_med / compiled_med if compiled_med else None}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@
 #        (LOGDIR/bench_*.json, *.log) and, last, the table (also LOGDIR/table.md).
 #   `scripts/gpu_check.sh all LOGDIR` does build + check in one call where time allows.
 #   `scripts/gpu_check.sh variants LOGDIR` (after check, same machine): ours only, each CUDA fast path
-#        on its own, each attention kernel and larger batches (LOGDIR/variants.{jsonl,md}).
+#        on its own, each attention kernel and larger batches (LOGDIR/variants.{jsonl,md}); VARIANTS_FILE
+#        names other rows (name|bench arguments per line).
 #
 # Prebuilt (saves the device build, ~5 min of the 30-minute budget, on every machine start):
 #   here:  make build && scripts/gpu_check.sh pack --bin [--brown]
@@ -31,7 +32,9 @@
 #
 # Env: BUILD_DIR (default build-gpu), STEPS (20), WARMUP (5), ROUNDS (2), TOKENS (16384 per step), MATRIX ("tiny:128 tiny:512
 # base:128 base:512"), SKIP_TESTS=1 (matrix only), SKIP_BENCH=1 (tests only), BROWN=0 (no real-data rows), PROFILE=0 (no
-# profile of the base rows; by default LOGDIR/profile_base_SEQ.{md,json.gz}, see profile_summary.py).
+# profile of the base rows; by default LOGDIR/profile_base_SEQ.{md,json.gz}, see profile_summary.py; PROFILE_SETS="a=b ..."
+# adds a second profile per base row with those overrides, LOGDIR/profile_base_SEQ_alt.*), COMPILE=1 (HF also under
+# torch.compile: a second baseline and ratio).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KIT="$ROOT/.gpu-kit"
@@ -110,6 +113,14 @@ cuda_sets() {  # seq cfg
   return 0
 }
 
+profile_row() {  # config seq logdir name (uses the caller's `sets`)
+  local cfg="$1" seq="$2" log="$3" name="$4"
+  "$BUILD/roformer" bench -c "$ROOT/configs/$cfg.yaml" "${sets[@]}" --synthetic --steps 5 --warmup 3 \
+    --run-dir "$log/profile-bench" --profile "$log/$name.json" >"$log/$name.log" 2>&1 \
+    && python3 "$ROOT/scripts/profile_summary.py" "$log/$name.json" >"$log/$name.md" \
+    && gzip -f "$log/$name.json" || say "profile $name failed: see $log/$name.log"
+}
+
 bench_row() {  # config seq logdir
   local cfg="$1" seq="$2" log="$3" batch sets
   cuda_sets "$seq" "$cfg"
@@ -117,12 +128,15 @@ bench_row() {  # config seq logdir
   local tag="${cfg}_${seq}${TOKENS:+_t$TOKENS}"
   python3 "$ROOT/scripts/bench_vs_hf.py" -c "$ROOT/configs/$cfg.yaml" "${sets[@]}" --roformer "$BUILD/roformer" \
     --steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --rounds "${ROUNDS:-2}" --json "$log/bench_${tag}.json" \
+    $([ "${COMPILE:-0}" = 1 ] && echo --compile) \
     >"$log/bench_${tag}.log" 2>&1 || { say "bench $tag failed: see $log/bench_${tag}.log"; tail -5 "$log/bench_${tag}.log"; }
   if [ "${PROFILE:-1}" = 1 ] && [ "$cfg" = base ]; then  # where the time goes (outside the timed steps)
-    "$BUILD/roformer" bench -c "$ROOT/configs/$cfg.yaml" "${sets[@]}" --synthetic --steps 5 --warmup 3 \
-      --run-dir "$log/profile-bench" --profile "$log/profile_${cfg}_${seq}.json" >"$log/profile_${cfg}_${seq}.log" 2>&1 \
-      && python3 "$ROOT/scripts/profile_summary.py" "$log/profile_${cfg}_${seq}.json" >"$log/profile_${cfg}_${seq}.md" \
-      && gzip -f "$log/profile_${cfg}_${seq}.json" || say "profile $cfg $seq failed: see $log/profile_${cfg}_${seq}.log"
+    profile_row "$cfg" "$seq" "$log" "profile_${cfg}_${seq}"
+    if [ -n "${PROFILE_SETS:-}" ]; then
+      local s; for s in $PROFILE_SETS; do sets+=(--set "$s"); done
+      profile_row "$cfg" "$seq" "$log" "profile_${cfg}_${seq}_alt"
+    fi
+    cuda_sets "$seq" "$cfg"
   fi
   if [ -d "$KIT/brown/train" ] && [ "$cfg" = base ] && [ "${BROWN:-1}" = 1 ]; then  # real data: prepared Brown shards (ours only)
     "$BUILD/roformer" bench -c "$ROOT/configs/base.yaml" "${sets[@]}" --set "data.train_files=[$KIT/brown/train]" \
@@ -136,8 +150,8 @@ table() {  # logdir
   python3 - "$1" <<'PY'
 import glob, json, os, sys
 log = sys.argv[1]
-rows = ["| data | config | seq | device | roformer tokens/s | HF tokens/s | ratio | MFU | peak memory (GiB) | attention |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---|"]
+rows = ["| data | config | seq | device | roformer tokens/s | HF tokens/s | ratio | HF compiled tokens/s | ratio | MFU | peak memory (GiB) | attention |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
 def last_json(path):
     lines = [l for l in open(path) if l.startswith("{")]
     return json.loads(lines[-1]) if lines else None
@@ -147,13 +161,15 @@ for path in sorted(glob.glob(os.path.join(log, "bench_*.json"))):
     hf = sorted(x["tokens_per_s"] for x in d["hf"])[len(d["hf"]) // 2]
     cfg = os.path.basename(path)[len("bench_"):-len(".json")].split("_")[0] + f" (batch {ours['batch_size']})"
     mfu = f"{100 * ours['mfu']:.1f}%" if ours.get("mfu") is not None else "-"
+    compiled = sorted(x["tokens_per_s"] for x in d.get("hf_compiled") or [])
+    hc, rc = (f"{compiled[len(compiled) // 2]:.0f}", f"{d['ratio_compiled']:.2f}x") if compiled else ("-", "-")
     rows.append(f"| synthetic | {cfg} | {ours['seq_len']} | {ours['device_name']} | {ours['tokens_per_s']:.0f} | {hf:.0f} | "
-                f"{d['ratio']:.2f}x | {mfu} | {ours['peak_memory_bytes'] / 2**30:.2f} | {ours['attention_backend']} |")
+                f"{d['ratio']:.2f}x | {hc} | {rc} | {mfu} | {ours['peak_memory_bytes'] / 2**30:.2f} | {ours['attention_backend']} |")
 for path in sorted(glob.glob(os.path.join(log, "bench_brown_*.log"))):
     r = last_json(path)
     if r:
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
-        rows.append(f"| Brown | base (batch {r['batch_size']}) | {r['seq_len']} | {r['device_name']} | {r['tokens_per_s']:.0f} | - | - | {mfu} | "
+        rows.append(f"| Brown | base (batch {r['batch_size']}) | {r['seq_len']} | {r['device_name']} | {r['tokens_per_s']:.0f} | - | - | - | - | {mfu} | "
                     f"{r['peak_memory_bytes'] / 2**30:.2f} | {r['attention_backend']} |")
 text = "\n".join(rows)
 open(os.path.join(log, "table.md"), "w").write(text + "\n")
@@ -171,24 +187,36 @@ variants() {  # logdir: each CUDA fast path on its own, attention kernels, batch
            --run-dir "$log/variants-bench")
     while IFS='|' read -r name args; do
       [ -n "$name" ] || continue
+      args="${args//\{batch2\}/$((batch * 2))}"; args="${args//\{batch4\}/$((batch * 4))}"
       say "variant seq $seq: $name"
       # shellcheck disable=SC2086
       "$b" bench "${sets[@]}" $args 2>"$log/variant.err" | tail -1 \
         | python3 -c "import json,sys; r=json.load(sys.stdin); r['variant']='$name'; print(json.dumps(r))" >>"$out" \
         || { say "variant $name failed:"; tail -3 "$log/variant.err"; }
-    done <<EOF
+    done < <(if [ -n "${VARIANTS_FILE:-}" ]; then cat "$VARIANTS_FILE"; else default_variants; fi)
+  done
+  variants_table "$out" "$log"
+}
+
+# The rows of `variants`: name|roformer bench arguments ({batch2}, {batch4}: 2x and 4x the batch).
+default_variants() {
+  cat <<'EOF'
 reference (3 QKV GEMMs, element-wise rotary, bias added apart)|--separate-qkv --rotary elementwise --separate-bias-add
 bias in the GEMM only|--separate-qkv --rotary elementwise
 fused QKV only|--rotary elementwise --separate-bias-add
 fused rotary only|--separate-qkv --rotary fused --separate-bias-add
-all three (default)|
+all three (default: bf16 parameters + fp32 masters, CUDA graphs)|
 all, flash attention|--attention-kernel flash
-all, bf16 parameters + fp32 masters|--set train.param_dtype=bf16
-all, 2x batch|--set train.batch_size=$((batch * 2))
-all, 4x batch|--set train.batch_size=$((batch * 4))
+all, eager (no CUDA graphs)|--set train.cuda_graph=false
+all, autocast (fp32 parameters)|--set train.param_dtype=fp32
+all, autocast, eager|--set train.param_dtype=fp32 --set train.cuda_graph=false
+all, 2x batch|--set train.batch_size={batch2}
+all, 4x batch|--set train.batch_size={batch4}
 EOF
-  done
-  python3 - "$out" <<'PY' | tee "$log/variants.md"
+}
+
+variants_table() {  # jsonl logdir
+  python3 - "$1" <<'PY' | tee "$2/variants.md"
 import json, sys
 print("| seq | batch | variant | tokens/s | ms/step | MFU | peak GiB | attention |\n|---:|---:|---|---:|---:|---:|---:|---|")
 for line in open(sys.argv[1]):

@@ -12,9 +12,10 @@ namespace {
 // Keys that may differ between a checkpoint's config and the resuming run's: they change neither
 // the model nor the data order, so the run still continues exactly (train.device,
 // train.num_threads, optimizer.fused and the distributed keys keep the math but may change float
-// rounding).
+// rounding; train.cuda_graph replays the very kernels the eager step launches).
 const std::vector<std::string> kResumableKeyPrefixes = {
-    "train.steps", "train.run_dir", "train.device", "train.num_threads", "logging.", "eval.", "checkpoint.",
+    "train.steps", "train.run_dir", "train.device", "train.num_threads", "train.cuda_graph", "logging.", "eval.",
+    "checkpoint.",
     "data.num_workers", "data.prefetch", "data.prepared_dir", "distributed.", "optimizer.fused"};
 // Keys a user changes to rescue a diverged run: allowed, with a warning that the resumed run is no
 // longer an exact continuation of the original one.

@@ -239,8 +239,8 @@ const std::vector<std::pair<Precision, const char*>>& enum_names() {
 }
 template <>
 const std::vector<std::pair<ParamDtype, const char*>>& enum_names() {
-  static const std::vector<std::pair<ParamDtype, const char*>> names = {{ParamDtype::kFp32, "fp32"},
-                                                                        {ParamDtype::kBf16, "bf16"}};
+  static const std::vector<std::pair<ParamDtype, const char*>> names = {
+      {ParamDtype::kAuto, "auto"}, {ParamDtype::kFp32, "fp32"}, {ParamDtype::kBf16, "bf16"}};
   return names;
 }
 
@@ -433,8 +433,13 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(train, param_dtype,
                  "Dtype the step computes with: fp32 (parameters fp32; bf16 runs under autocast), or bf16 (with "
                  "precision bf16: parameters, activations and residual stream bf16 without autocast; the optimizer "
-                 "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters)");
+                 "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters); "
+                 "auto: bf16 on CUDA with precision bf16, fp32 otherwise (config.yaml records the choice)");
   ROFORMER_FIELD(train, device, "auto (CUDA when available), cpu, cuda or cuda:N");
+  ROFORMER_FIELD(train, cuda_graph,
+                 "CUDA: replay each micro-batch's forward + backward and the update between logging steps as "
+                 "captured CUDA graphs (one per batch shape; the first of each runs eagerly); false: every step "
+                 "eagerly. Single process, fused AdamW, bf16 or fp32, no gradient checkpointing; otherwise eager");
   ROFORMER_FIELD(train, seed, "Seed of initialization, data order, masking and dropout", at_least(0));
   ROFORMER_FIELD(train, run_dir, "Directory for logs, metrics, checkpoints and the resolved config");
   ROFORMER_FIELD(train, num_threads, "CPU intra-op threads; 0 keeps LibTorch's default", Constraint{0, 1024, false, false, {}});

@@ -24,7 +24,7 @@ enum class Norm { kPost, kPre };                     // LayerNorm after or befor
 enum class Attention { kSoftmax, kLinear };
 enum class Activation { kGelu, kGeluTanh, kRelu };  // gelu (erf), gelu (tanh approximation), relu
 enum class Precision { kFp32, kBf16, kFp16 };        // fp32, or autocast to bf16 / fp16
-enum class ParamDtype { kFp32, kBf16 };              // the parameters the step computes with
+enum class ParamDtype { kAuto, kFp32, kBf16 };       // the parameters the step computes with (auto: see resolve_param_dtype)
 
 std::string to_string(Position value);
 std::string to_string(RelativeTerms value);
@@ -116,8 +116,9 @@ struct TrainConfig {
   int64_t batch_size = 32;                // sequences per micro-batch
   int64_t grad_accum = 1;
   Precision precision = Precision::kBf16;  // fp32 | bf16 | fp16
-  ParamDtype param_dtype = ParamDtype::kFp32;  // fp32 | bf16 (bf16 weights, fp32 master weights; precision bf16)
+  ParamDtype param_dtype = ParamDtype::kAuto;  // auto | fp32 | bf16 (bf16 weights, fp32 master weights; precision bf16)
   std::string device = "auto";            // auto | cpu | cuda | cuda:N
+  bool cuda_graph = true;                 // CUDA: capture the step's micro-batches and update as CUDA graphs
   int64_t seed = 1234;
   std::string run_dir = "runs/default";
   int64_t num_threads = 0;                // CPU intra-op threads; 0: LibTorch default
@@ -197,6 +198,14 @@ struct ConfigChange {
 };
 // The keys whose values differ, in table order (compared field by field, not as text).
 std::vector<ConfigChange> diff(const Config& before, const Config& after);
+
+// train.param_dtype auto -> bf16 where it was measured faster at the same losses (CUDA with
+// train.precision bf16: docs/benchmarks.md), fp32 elsewhere (the CPU, fp32, fp16). The trainer
+// resolves it once the device is known, so config.yaml and checkpoints record what ran.
+inline void resolve_param_dtype(Config& c, bool cuda) {
+  if (c.train.param_dtype != ParamDtype::kAuto) return;
+  c.train.param_dtype = cuda && c.train.precision == Precision::kBf16 ? ParamDtype::kBf16 : ParamDtype::kFp32;
+}
 
 // The autocast a training step enters: train.precision, except that bf16 parameters compute in
 // bf16 without autocast (kFp32 turns it off).

@@ -143,11 +143,15 @@ Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
                trainer.device().str(), config::to_string(trainer.config().train.precision),
                trainer.config().train.param_dtype == config::ParamDtype::kBf16 ? " with bf16 parameters" : "",
                o.synthetic ? "synthetic" : "prepared");
-  for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/true);
+  // The peak counts the warm-up too: CUDA graphs allocate their memory while they are captured there
+  // (a replay allocates nothing), so a peak of the measured steps alone would leave it out.
   if (cuda) {
     core::synchronize(trainer.device());
     at::accelerator::resetPeakStats(trainer.device().index());  // the device resolved with its index
   }
+  // Warm-up steps as the measured ones (no read-back but the last), so CUDA graphs are captured here.
+  for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/i + 1 == o.warmup);
+  if (cuda) core::synchronize(trainer.device());
 
   using Clock = std::chrono::steady_clock;
   Measurement m;
@@ -172,7 +176,8 @@ Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
   return m;
 }
 
-// Peak memory since the warm-up: the CUDA allocator's peak, or the process's peak RSS on the CPU.
+// Peak memory over the warm-up and measured steps: the CUDA allocator's peak, or the process's peak
+// RSS on the CPU.
 std::pair<int64_t, std::string> peak_memory(const Trainer& trainer) {
   if (trainer.device().is_cuda()) {
     const int64_t bytes = at::accelerator::getDeviceStats(trainer.device().index())
@@ -212,6 +217,7 @@ json settings_record(Trainer& trainer, const TrainBenchOptions& o) {
           {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
           {"head", o.dense_head ? "dense" : "sparse"},
           {"fused_adamw", trainer.uses_fused_adamw()},
+          {"cuda_graph", trainer.cuda_graphs() != nullptr && !o.breakdown},
           {"attention_backend", attention_kernel_used(trainer, o)},
           {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
           {"batch_size", c.train.batch_size},
@@ -276,7 +282,7 @@ json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measuremen
 // The human-readable report: a header and a markdown table of the record's figures.
 void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const std::string& peak_source) {
   const std::string device_name = rec["device_name"].get<std::string>();
-  std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}\n",
+  std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}{}\n",
                            device_name == "cpu" ? fmt::format("cpu ({} threads)", torch::get_num_threads()) : device_name,
                            rec["precision"].get<std::string>() +
                                (rec["param_dtype"] == "bf16"   ? " (bf16 parameters, fp32 masters)"
@@ -284,7 +290,8 @@ void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const s
                                                              : " (autocast)"),
                            rec["data"].get<std::string>(),
                            rec["rotary"].get<std::string>() + (rec["qkv"] == "fused" ? ", fused QKV" : ""),
-                           rec["head"].get<std::string>(), rec["fused_adamw"].get<bool>() ? "fused" : "portable");
+                           rec["head"].get<std::string>(), rec["fused_adamw"].get<bool>() ? "fused" : "portable",
+                           rec["cuda_graph"].get<bool>() ? " | CUDA graphs" : "");
   std::cout << fmt::format("{} x {} sequences x {} tokens per step, {} parameters, {} warm-up + {} measured steps\n\n",
                            rec["grad_accum"].get<int64_t>(), rec["batch_size"].get<int64_t>(), rec["seq_len"].get<int64_t>(),
                            rec["num_parameters"].get<int64_t>(), o.warmup, o.steps);

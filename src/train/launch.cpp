@@ -13,6 +13,7 @@
 #include "checkpoint/store.h"
 #include "checkpoint/trainer_state.h"
 #include "core/config.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/logging.h"
@@ -76,11 +77,15 @@ Launch read_request(const TrainRequest& request) {
 // config may change only what the resume policy allows.
 void adopt_checkpoint_config(const TrainRequest& request, const std::string& resume_dir, Launch& l) {
   const std::string path = (fs::path(resume_dir) / files::kConfig).string();
-  const config::Config saved = config::parse_config(core::read_file(path), {}, resume_dir + "/config.yaml");
+  config::Config saved = config::parse_config(core::read_file(path), {}, resume_dir + "/config.yaml");
   if (request.config_path.empty()) {
     l.cfg = config::parse_config(config::to_yaml(saved), request.overrides, resume_dir + "/config.yaml");
     l.origin = resume_dir + "/config.yaml";
   }
+  // train.param_dtype auto compares as what it becomes on this run's device (a checkpoint's is resolved).
+  const bool cuda = core::resolve_device(l.cfg.train.device, "train.device").is_cuda();
+  config::resolve_param_dtype(l.cfg, cuda);
+  config::resolve_param_dtype(saved, cuda);
   checkpoint::check_resume_changes(saved, l.cfg, resume_dir);  // refuses model or data changes
 }
 

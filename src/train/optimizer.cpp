@@ -48,6 +48,8 @@ AdamW::AdamW(model::RoFormerForMaskedLM weights, model::RoFormerForMaskedLM comp
   defaults.betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(0.0);
   optimizer_ = std::make_unique<torch::optim::AdamW>(groups, defaults);
   params_ = concat(decay, no_decay);
+  if (fused_ && !params_.empty() && params_.front().is_cuda())
+    lr_ = torch::full({}, o.lr, torch::TensorOptions().dtype(torch::kFloat32).device(params_.front().device()));
   if (compute.ptr() != weights.ptr()) {
     // The same architecture lists its parameters in the same order.
     compute_params_ = concat(compute->decay_parameters(o.decay_embeddings), compute->no_decay_parameters(o.decay_embeddings));
@@ -86,7 +88,16 @@ std::vector<torch::Tensor> AdamW::gradients() const {
 }
 
 void AdamW::step(double lr, const torch::Tensor& found_inf) {
+  set_lr(lr);
+  update(found_inf);
+}
+
+void AdamW::set_lr(double lr) {
   for (auto& group : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  if (lr_.defined()) lr_.fill_(lr);
+}
+
+void AdamW::update(const torch::Tensor& found_inf) {
   if (fused_)
     fused_step(found_inf);
   else
@@ -138,17 +149,28 @@ void AdamW::fused_step(const torch::Tensor& found_inf) {
     if (params.empty()) continue;
     torch::_foreach_add_(steps, 1);
     const auto [beta1, beta2] = o.betas();
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(), beta1, beta2,
-                      o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt,
-                      found_inf.defined() ? std::optional<torch::Tensor>(found_inf) : std::nullopt);
+    const auto inf = found_inf.defined() ? std::optional<torch::Tensor>(found_inf) : std::nullopt;
+    if (lr_.defined())
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr_, beta1, beta2,
+                        o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+    else
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(), beta1, beta2,
+                        o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
     if (found_inf.defined()) torch::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), found_inf));
   }
 }
 
 void AdamW::zero_grad() {
-  optimizer_->zero_grad(true);
   for (auto& p : compute_params_) p.mutable_grad() = torch::Tensor();
+  if (!keep_gradients_) {
+    optimizer_->zero_grad(true);
+    return;
+  }
+  const auto grads = gradients();
+  if (!grads.empty()) torch::_foreach_zero_(grads);
 }
+
+void AdamW::keep_gradients() { keep_gradients_ = true; }
 
 void AdamW::loaded() {
   device_steps_.clear();

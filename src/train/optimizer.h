@@ -46,8 +46,17 @@ class AdamW {
   // One update at learning rate lr. found_inf (float 0/1 on the device; may be undefined) makes the
   // fused kernel leave everything as it is. Master weights: then copied into the compute model.
   void step(double lr, const torch::Tensor& found_inf);
-  // Drops every gradient (of both models).
+  // step() in two: set_lr, then update. On CUDA the fused kernel reads the learning rate from a device
+  // tensor that set_lr fills, so a captured update (train/step_graphs.h) replays at each step's rate.
+  void set_lr(double lr);
+  void update(const torch::Tensor& found_inf);
+  // Drops every gradient (of both models); after keep_gradients(), zeroes the kept ones in place.
   void zero_grad();
+  // From now on the gradients that are defined now stay allocated at their addresses (zero_grad zeroes
+  // them, backward adds into them): what a captured CUDA graph needs. Call after a backward, so the
+  // parameters that receive gradients are known; the others keep none, as before.
+  void keep_gradients();
+  bool keeps_gradients() const { return keep_gradients_; }
   // The weights or the state were replaced from outside (a checkpoint or --init-from loaded, a
   // broadcast), before training goes on: the compute model takes the weights again and the fused
   // path's device step counts are read again from the states.
@@ -68,6 +77,8 @@ class AdamW {
   std::vector<torch::Tensor> params_;          // the updated parameters, decay group first
   std::vector<torch::Tensor> compute_params_;  // master weights: the bf16 copies, same order; else empty
   bool fused_ = false;
+  bool keep_gradients_ = false;
+  torch::Tensor lr_;  // fused on CUDA: the learning rate, float32 on the device (set_lr)
   std::unordered_map<void*, torch::Tensor> device_steps_;  // fused: per parameter, its float step count on the device
 };
 

@@ -216,6 +216,29 @@ void Trainer::setup_model_and_optimizer() {
   schedule_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, cfg_.train.steps);
   if (const char* at_step = std::getenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP")) fault_nonfinite_step_ = std::atoll(at_step);
   if (const char* at_step = std::getenv("ROFORMER_FAULT_OOM_AT_STEP")) fault_oom_step_ = std::atoll(at_step);
+  setup_cuda_graphs();
+}
+
+// CUDA graphs (train/step_graphs.h) where the step is static and sync-free: CUDA, one process (the
+// gradient reducer's hooks and collectives stay eager), the fused AdamW (its learning rate and step
+// counts live on the device), no dynamic loss scale (fp16 reads its overflow flag back), no
+// gradient checkpointing (it saves and restores the generator's state, which a capture may not read).
+void Trainer::setup_cuda_graphs() {
+  graphs_.reset();
+  if (!cfg_.train.cuda_graph || !device_.is_cuda()) return;
+  std::string why_not;
+  if (!StepGraphs::supported()) why_not = "this build has a CPU-only LibTorch";
+  else if (world_size() > 1) why_not = "data parallel runs keep the step eager";
+  else if (!optimizer_->fused()) why_not = "optimizer.fused is false";
+  else if (scaler_.dynamic() || cfg_.train.precision == config::Precision::kFp16) why_not = "fp16 reads its loss scale back";
+  else if (cfg_.model.gradient_checkpointing) why_not = "model.gradient_checkpointing is on";
+  if (!why_not.empty()) {
+    spdlog::info("CUDA graphs: off ({}); the step runs eagerly", why_not);
+    return;
+  }
+  graphs_ = std::make_unique<StepGraphs>();
+  spdlog::info("CUDA graphs: on (each micro-batch shape and the update between logging steps; train.cuda_graph: "
+               "false turns them off)");
 }
 
 int64_t Trainer::adamw_step_count() { return optimizer_->step_count(); }
@@ -281,6 +304,16 @@ void PhaseClock::end(double& seconds) {
 
 data::Batch Trainer::next_batch() { return synthetic_ ? synthetic_->next() : loader_->next(); }
 
+namespace {
+
+// The global gradient norm (after unscaling for fp16); clipping follows in the update.
+torch::Tensor gradient_norm(const std::vector<torch::Tensor>& grads, const torch::Device& device) {
+  if (grads.empty()) return torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  return torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
+}
+
+}  // namespace
+
 // One optimizer step over grad_accum micro-batches.
 //
 // Host synchronization: a synced step reads the gradient norm, loss and accuracy back (one sync),
@@ -318,14 +351,18 @@ StepResult Trainer::train_step(bool host_sync) {
     checkpoint::set_rng_states(rng_start);
     return r;
   }
-  auto grads = unscaled_gradients();
-  // The global gradient norm (after unscaling for fp16); clipping follows in the update.
-  torch::Tensor norm = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
-  if (!grads.empty()) norm = torch::stack(torch::_foreach_norm(grads)).to(torch::kFloat32).norm();
-  if (r.synced)
-    update_synced(grads, norm, sums, r);
-  else
-    update_unsynced(grads, norm);
+  // Graphs need the gradients at fixed addresses from the first backward on.
+  if (graphs_ && !optimizer_->keeps_gradients()) optimizer_->keep_gradients();
+  if (r.synced) {
+    auto grads = unscaled_gradients();
+    update_synced(grads, gradient_norm(grads, device_), sums, r);
+  } else {
+    optimizer_->set_lr(schedule_->lr(step_));  // outside the graph: a device tensor the update reads
+    if (graphs_ && fault_nonfinite_step_ != step_ + 1)
+      graphs_->update([this] { update_unsynced(); });
+    else
+      update_unsynced();
+  }
   clock.end(r.timings.optimizer);
   return r;
 }
@@ -355,10 +392,15 @@ std::vector<data::Batch> Trainer::step_batches(StepResult& r) {
 Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
                                             bool abandon_on_stop) {
   const bool cuda = device_.is_cuda();
-  const double scale = scaler_.scale();
-  const double inv_pred = r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0;
-  auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
-  StepSums sums{torch::zeros({}, acc_opts), torch::zeros({}, acc_opts)};
+  const double loss_factor = (r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0) * scaler_.scale();
+  if (!sums_.loss.defined()) {
+    auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+    sums_ = {torch::zeros({}, acc_opts), torch::zeros({}, acc_opts)};
+  }
+  sums_.loss.zero_();
+  sums_.correct.zero_();
+  const StepSums& sums = sums_;
+  const bool graphed = graphs_ && !sync_timings_;  // timing each phase needs them apart
   for (size_t i = 0; i < micro.size(); ++i) {
     if (abandon_on_stop && !r.stop && stop_requested()) {  // a signal during the step (r.stop: before it)
       r.abandoned = r.stop = true;
@@ -369,29 +411,37 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
     if (reducer_) reducer_->set_sync(i + 1 == micro.size());
     if (b.pred_positions.numel() == 0) continue;
     if (!device_.is_cpu()) model::check_token_ids(b.input_ids, model_->options().model().vocab_size);  // host batch
-    auto ids = b.input_ids.to(device_, cuda);  // non-blocking from pinned memory on CUDA
-    auto mask = b.attention_mask.defined() ? b.attention_mask.to(device_, cuda) : torch::Tensor();
-    auto pos = b.pred_positions.to(device_, cuda);
-    auto labels = b.pred_labels.to(device_, cuda);
-    torch::Tensor logits;
-    {
-      model::AutocastScope autocast(device_.type(), config::autocast_precision(cfg_));
-      if (variant_.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
-        logits = compute_->forward(ids, mask).view({-1, model_->options().model().vocab_size}).index_select(0, pos);
-      else
-        logits = compute_->forward_sparse(ids, mask, pos);  // (P, V)
+    const MicroInputs host{b.input_ids, b.attention_mask, b.pred_positions, b.pred_labels};
+    if (graphed) {
+      graphs_->micro(host, r.n_pred, [&](const MicroInputs& in) { micro_step(in, loss_factor, sums); });
+    } else {
+      auto on_device = [&](const torch::Tensor& t) { return t.defined() ? t.to(device_, cuda) : t; };  // non-blocking from pinned memory
+      micro_step({on_device(host.ids), on_device(host.mask), on_device(host.positions), on_device(host.labels)},
+                 loss_factor, sums, [&] { clock.end(r.timings.forward); });
     }
-    auto ce = torch::nn::functional::cross_entropy(
-        logits.to(torch::kFloat32), labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    clock.end(r.timings.forward);
-    (ce * (inv_pred * scale)).backward();
-    sums.loss += ce.detach().to(torch::kFloat64);
-    sums.correct += logits.detach().argmax(-1).eq(labels).sum().to(torch::kFloat64);
-    optimizer_->accumulate_gradients();  // bf16 parameters: into the fp32 gradients of the masters
-    clock.end(r.timings.backward);
+    clock.end(r.timings.backward);  // graphed: forward and backward together
   }
   if (reducer_) reducer_->finish();  // .grad now holds the sum over ranks, identical on every rank
   return sums;
+}
+
+void Trainer::micro_step(const MicroInputs& in, double loss_factor, const StepSums& sums,
+                         const std::function<void()>& after_forward) {
+  torch::Tensor logits;
+  {
+    model::AutocastScope autocast(device_.type(), config::autocast_precision(cfg_));
+    if (variant_.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
+      logits = compute_->forward(in.ids, in.mask).view({-1, model_->options().model().vocab_size}).index_select(0, in.positions);
+    else
+      logits = compute_->forward_sparse(in.ids, in.mask, in.positions);  // (P, V)
+  }
+  auto ce = torch::nn::functional::cross_entropy(
+      logits.to(torch::kFloat32), in.labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  if (after_forward) after_forward();
+  (ce * loss_factor).backward();
+  sums.loss.add_(ce.detach().to(torch::kFloat64));
+  sums.correct.add_(logits.detach().argmax(-1).eq(in.labels).sum().to(torch::kFloat64));
+  optimizer_->accumulate_gradients();  // bf16 parameters: into the fp32 gradients of the masters
 }
 
 // The defined gradients, unscaled for fp16 (and, for the tests, one made non-finite on request).
@@ -404,13 +454,17 @@ std::vector<torch::Tensor> Trainer::unscaled_gradients() {
 }
 
 // The sync-free exit: nothing is read back. The clip coefficient is applied on the device and a
-// non-finite norm sets the sticky flag, which the fused kernel takes as found_inf.
-void Trainer::update_unsynced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm) {
+// non-finite norm sets the sticky flag (in place: a captured update writes the same tensor), which the
+// fused kernel takes as found_inf. The learning rate was set before (AdamW::set_lr).
+void Trainer::update_unsynced() {
+  auto grads = unscaled_gradients();
+  const auto norm = gradient_norm(grads, device_);
   auto bad = norm.isfinite().logical_not().to(torch::kFloat32);
-  nonfinite_ = nonfinite_.defined() ? torch::maximum(nonfinite_, bad) : bad;
+  if (!nonfinite_.defined()) nonfinite_ = torch::zeros_like(bad);
+  nonfinite_.copy_(torch::maximum(nonfinite_, bad));
   if (cfg_.optimizer.grad_clip > 0 && !grads.empty())
     torch::_foreach_mul_(grads, (cfg_.optimizer.grad_clip / (norm + 1e-6)).clamp_max(1.0));
-  optimizer_->step(schedule_->lr(step_), nonfinite_);
+  optimizer_->update(nonfinite_);
   optimizer_->zero_grad();
 }
 
@@ -469,6 +523,7 @@ void Trainer::run_eval() {
 // device before anything allocates on it: pinned host memory, streams and synchronize follow it.
 void Trainer::setup_device() {
   device_ = core::resolve_device(cfg_.train.device, "train.device");
+  config::resolve_param_dtype(cfg_, device_.is_cuda());  // before config.yaml is written
   if (env_.distributed() && device_.is_cuda()) {  // each rank drives the GPU of its LOCAL_RANK
     const auto visible = static_cast<int>(torch::cuda::device_count());
     if (env_.local_rank >= visible)

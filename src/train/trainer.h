@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "train/metrics.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "train/step_graphs.h"
 #include "train/tensorboard_sink.h"
 
 namespace roformer::dist {
@@ -137,6 +139,8 @@ class Trainer {
   // The model the step runs: model() itself, or its bf16 copy with train.param_dtype: bf16.
   model::RoFormerForMaskedLM& compute_model() { return compute_; }
   bool uses_fused_adamw() const { return optimizer_->fused(); }
+  // The step's CUDA graphs (train.cuda_graph), or null where the step runs eagerly.
+  const StepGraphs* cuda_graphs() const { return graphs_.get(); }
   // AdamW's step count (of the first parameter) as a checkpoint saves it: the updates applied.
   int64_t adamw_step_count();
   int world_size() const { return env_.world_size; }
@@ -178,8 +182,13 @@ class Trainer {
   // abandon_on_stop: give up between micro-batches when a stop signal arrives (r.abandoned).
   StepSums forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
                             bool abandon_on_stop = false);
+  // One micro-batch on the device: forward, loss, backward (loss scaled by loss_factor), the sums,
+  // the gradients accumulated. What a micro-batch's CUDA graph captures.
+  void micro_step(const MicroInputs& in, double loss_factor, const StepSums& sums,
+                  const std::function<void()>& after_forward = {});
+  void setup_cuda_graphs();  // graphs_, where train.cuda_graph can apply (see there)
   std::vector<torch::Tensor> unscaled_gradients();
-  void update_unsynced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm);
+  void update_unsynced();  // gradient norm, clip, non-finite flag, update: no read-back (a graph captures it)
   void update_synced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm, StepSums sums, StepResult& r);
 
   config::Config cfg_;
@@ -209,6 +218,8 @@ class Trainer {
   bool sync_timings_ = false;
   bool sync_free_on_cpu_ = false;
   torch::Tensor nonfinite_;         // CUDA: sticky device flag, set by any non-finite step since the last sync
+  std::unique_ptr<StepGraphs> graphs_;  // train.cuda_graph on CUDA; null: eager
+  StepSums sums_;                   // the step's loss and correct sums, zeroed per step (graphs write them)
 
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;

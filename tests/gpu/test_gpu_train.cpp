@@ -90,6 +90,10 @@ TEST_F(GpuTrain, MixedPrecisionRunsLearnAndFp16RecoversFromAnOverflow) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto m = metrics(precision);
     ASSERT_EQ(m.size(), 60u);
+    // train.param_dtype auto, as config.yaml records it: bf16 parameters for bf16 on CUDA, autocast for fp16.
+    EXPECT_NE(read_file(tmp_.str(precision) + "/config.yaml")
+                  .find(std::string("param_dtype: ") + (precision == "bf16" ? "bf16" : "fp32")),
+              std::string::npos);
     EXPECT_LT(m[60]["loss_avg"].get<double>(), 0.8 * m[1]["loss"].get<double>()) << r.output;
     if (precision == "fp16") {
       EXPECT_NE(r.output.find("step 5: non-finite fp16 gradient, step skipped, loss scale now"), std::string::npos)
@@ -136,6 +140,31 @@ TEST_F(GpuTrain, ResumeOnCudaRestoresTheDropoutStream) {
   for (int64_t s = 8; s <= 12; ++s)
     EXPECT_NEAR(mb[s]["loss"].get<double>(), ma[s]["loss"].get<double>(), 1e-4 * ma[s]["loss"].get<double>())
         << "step " << s;
+}
+
+// `roformer train` with CUDA graphs (the default) and without, on the loader's padded batches (several
+// batch shapes, each captured once): the same losses, within the float noise of CUDA's atomic-add
+// backward kernels (as the resume test above), and both runs say which they used.
+TEST_F(GpuTrain, CudaGraphAndEagerRunsAgree) {
+  for (const std::string graph : {"true", "false"}) {
+    auto r = train("graph_" + graph, "cuda", "bf16", 0.1, 24,
+                   "--set train.param_dtype=bf16 --set logging.every=4 --set train.cuda_graph=" + graph);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(graph == "true" ? "CUDA graphs: on" : "step 4"), std::string::npos) << r.output;
+    if (graph == "false") {
+      EXPECT_EQ(r.output.find("CUDA graphs: on"), std::string::npos) << r.output;
+    }
+  }
+  auto on = metrics("graph_true"), off = metrics("graph_false");
+  ASSERT_EQ(on.size(), 6u);
+  ASSERT_EQ(off.size(), 6u);
+  double worst = 0;
+  for (const auto& [step, rec] : off) {
+    const double a = rec["loss"].get<double>(), b = on[step]["loss"].get<double>();
+    EXPECT_NEAR(b, a, 1e-4 * a) << "step " << step;
+    worst = std::max(worst, std::abs(b - a) / a);
+  }
+  std::cout << "largest relative loss difference, CUDA graphs vs eager, over 24 steps: " << worst << "\n";
 }
 
 // train.device may change on resume; the portable AdamW needs its moments on the new device.

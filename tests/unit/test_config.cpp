@@ -203,6 +203,22 @@ TEST(Config, CrossFieldChecks) {
   EXPECT_NE(msg12.find("train.param_dtype"), std::string::npos) << msg12;
 }
 
+// train.param_dtype auto becomes bf16 only on CUDA with precision bf16; an explicit choice stays.
+TEST(Config, ParamDtypeAutoResolvesByDeviceAndPrecision) {
+  EXPECT_EQ(parse_config("", {}).train.param_dtype, ParamDtype::kAuto);
+  auto resolved = [](const std::vector<std::string>& overrides, bool cuda) {
+    auto c = parse_config("", overrides);
+    resolve_param_dtype(c, cuda);
+    return c.train.param_dtype;
+  };
+  EXPECT_EQ(resolved({"train.precision=bf16"}, true), ParamDtype::kBf16);
+  EXPECT_EQ(resolved({"train.precision=bf16"}, false), ParamDtype::kFp32);
+  EXPECT_EQ(resolved({"train.precision=fp32"}, true), ParamDtype::kFp32);
+  EXPECT_EQ(resolved({"train.precision=fp16"}, true), ParamDtype::kFp32);
+  EXPECT_EQ(resolved({"train.precision=bf16", "train.param_dtype=fp32"}, true), ParamDtype::kFp32);
+  EXPECT_EQ(resolved({"train.precision=bf16", "train.param_dtype=bf16"}, false), ParamDtype::kBf16);
+}
+
 TEST(Config, MissingFileSaysWhereConfigsAre) {
   auto msg = error_of([] { load_config("/nonexistent/dir/x.yaml"); });
   EXPECT_NE(msg.find("cannot read config file '/nonexistent/dir/x.yaml'"), std::string::npos) << msg;

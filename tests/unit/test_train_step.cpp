@@ -268,6 +268,14 @@ TEST(MasterWeights, TrainStepTracksFp32) {
   EXPECT_EQ(bf16->adamw_step_count(), 8);
 }
 
+// On the CPU, param_dtype auto trains as before: fp32 parameters under bf16 autocast, no copy.
+TEST(MasterWeights, AutoIsAutocastOnTheCpu) {
+  auto t = make_trainer(tiny_step_config(true, 1.0, "cpu", "bf16"));
+  EXPECT_EQ(t->config().train.param_dtype, roformer::config::ParamDtype::kFp32);
+  EXPECT_EQ(t->compute_model().ptr(), t->model().ptr());
+  EXPECT_EQ(t->cuda_graphs(), nullptr);  // and no CUDA graphs off CUDA, whatever train.cuda_graph says
+}
+
 // The memory check counts the bf16 copy and its gradients on top of the fp32 masters and their state.
 TEST(MasterWeights, MemoryEstimateCountsTheBf16Copy) {
   const auto fp32 = roformer::train::estimate_training_memory(tiny_step_config(true, 1.0, "cpu", "bf16"), kStepVocab);
