@@ -217,7 +217,7 @@ json settings_record(Trainer& trainer, const TrainBenchOptions& o) {
           {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
           {"head", o.dense_head ? "dense" : "sparse"},
           {"fused_adamw", trainer.uses_fused_adamw()},
-          {"cuda_graph", trainer.cuda_graphs() != nullptr && !o.breakdown},
+          {"cuda_graph", trainer.cuda_graphs() != nullptr},
           {"attention_backend", attention_kernel_used(trainer, o)},
           {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
           {"batch_size", c.train.batch_size},

@@ -150,12 +150,14 @@ void AdamW::fused_step(const torch::Tensor& found_inf) {
     torch::_foreach_add_(steps, 1);
     const auto [beta1, beta2] = o.betas();
     const auto inf = found_inf.defined() ? std::optional<torch::Tensor>(found_inf) : std::nullopt;
+    auto adamw = [&](const auto& lr) {  // the learning rate as a device tensor (lr_) or a number
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                        o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+    };
     if (lr_.defined())
-      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr_, beta1, beta2,
-                        o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+      adamw(lr_);
     else
-      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(), beta1, beta2,
-                        o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+      adamw(o.lr());
     if (found_inf.defined()) torch::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), found_inf));
   }
 }

@@ -106,20 +106,17 @@ void StepGraphs::micro(const MicroInputs& host, int64_t step_n_pred,
   const Impl::Shape shape{host.ids.size(0), host.ids.size(1), host.positions.numel(), host.mask.defined(), step_n_pred};
   auto it = impl_->micro.find(shape);
   if (it == impl_->micro.end()) {
+    MicroInputs buffers = device_buffers(host, c10::Device(c10::kCUDA, c10::cuda::current_device()));
+    copy_into(buffers, host);
     if (static_cast<int>(impl_->micro.size()) >= kMaxShapes) {  // too many shapes: eager, as without graphs
       if (!impl_->warned_shapes)
         spdlog::info("CUDA graphs: more than {} batch shapes; further shapes run eagerly", kMaxShapes);
       impl_->warned_shapes = true;
-      const auto device = c10::Device(c10::kCUDA, c10::cuda::current_device());
-      MicroInputs on_device = device_buffers(host, device);
-      copy_into(on_device, host);
-      region(on_device);
+      region(buffers);
       return;
     }
-    it = impl_->micro.emplace(shape, Impl::Micro{device_buffers(host, c10::Device(c10::kCUDA, c10::cuda::current_device())),
-                                                 nullptr}).first;
-    copy_into(it->second.buffers, host);
-    on_stream(impl_->side, [&] { region(it->second.buffers); });  // warm-up, eagerly
+    auto& m = impl_->micro.emplace(shape, Impl::Micro{std::move(buffers), nullptr}).first->second;
+    on_stream(impl_->side, [&] { region(m.buffers); });  // warm-up, eagerly
     return;
   }
   auto& m = it->second;

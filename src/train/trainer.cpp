@@ -222,7 +222,8 @@ void Trainer::setup_model_and_optimizer() {
 // CUDA graphs (train/step_graphs.h) where the step is static and sync-free: CUDA, one process (the
 // gradient reducer's hooks and collectives stay eager), the fused AdamW (its learning rate and step
 // counts live on the device), no dynamic loss scale (fp16 reads its overflow flag back), no
-// gradient checkpointing (it saves and restores the generator's state, which a capture may not read).
+// gradient checkpointing (it saves and restores the generator's state, which a capture may not read),
+// no per-phase timings (bench --breakdown: a graph runs forward and backward as one).
 void Trainer::setup_cuda_graphs() {
   graphs_.reset();
   if (!cfg_.train.cuda_graph || !device_.is_cuda()) return;
@@ -230,8 +231,9 @@ void Trainer::setup_cuda_graphs() {
   if (!StepGraphs::supported()) why_not = "this build has a CPU-only LibTorch";
   else if (world_size() > 1) why_not = "data parallel runs keep the step eager";
   else if (!optimizer_->fused()) why_not = "optimizer.fused is false";
-  else if (scaler_.dynamic() || cfg_.train.precision == config::Precision::kFp16) why_not = "fp16 reads its loss scale back";
+  else if (scaler_.dynamic()) why_not = "fp16 reads its loss scale back";
   else if (cfg_.model.gradient_checkpointing) why_not = "model.gradient_checkpointing is on";
+  else if (sync_timings_) why_not = "per-phase timings synchronize between the phases";
   if (!why_not.empty()) {
     spdlog::info("CUDA graphs: off ({}); the step runs eagerly", why_not);
     return;
@@ -400,7 +402,6 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
   sums_.loss.zero_();
   sums_.correct.zero_();
   const StepSums& sums = sums_;
-  const bool graphed = graphs_ && !sync_timings_;  // timing each phase needs them apart
   for (size_t i = 0; i < micro.size(); ++i) {
     if (abandon_on_stop && !r.stop && stop_requested()) {  // a signal during the step (r.stop: before it)
       r.abandoned = r.stop = true;
@@ -412,7 +413,7 @@ Trainer::StepSums Trainer::forward_backward(const std::vector<data::Batch>& micr
     if (b.pred_positions.numel() == 0) continue;
     if (!device_.is_cpu()) model::check_token_ids(b.input_ids, model_->options().model().vocab_size);  // host batch
     const MicroInputs host{b.input_ids, b.attention_mask, b.pred_positions, b.pred_labels};
-    if (graphed) {
+    if (graphs_) {
       graphs_->micro(host, r.n_pred, [&](const MicroInputs& in) { micro_step(in, loss_factor, sums); });
     } else {
       auto on_device = [&](const torch::Tensor& t) { return t.defined() ? t.to(device_, cuda) : t; };  // non-blocking from pinned memory

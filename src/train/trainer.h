@@ -124,7 +124,7 @@ class Trainer {
   // A new run from these weights and their tokenizer (--init-from); before run().
   void set_init_source(const InitSource& source) { init_ = source; }
   void setup_model_and_optimizer();
-  void set_sync_timings(bool sync) { sync_timings_ = sync; }
+  void set_sync_timings(bool sync) { sync_timings_ = sync; }  // before setup_model_and_optimizer (no CUDA graphs then)
   // Tests only: CPU steps take the sync-free path that CUDA steps take (device-side clipping, the
   // sticky non-finite flag, no read-back), so its logic is tested on a machine without a GPU.
   void set_sync_free_on_cpu_for_tests(bool on) { sync_free_on_cpu_ = on; }
