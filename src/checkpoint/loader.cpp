@@ -14,6 +14,7 @@
 #include "core/safetensors.h"
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
+#include "checkpoint/meta.h"
 
 namespace roformer::checkpoint {
 namespace fs = std::filesystem;
@@ -61,10 +62,9 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch:
     throw Error(fmt::format("checkpoint {} is not usable: {}. `roformer inspect {}` shows its state; an earlier "
                             "checkpoint of the run may be intact", ck.dir, check.problem, ck.dir));
   const fs::path dir(ck.dir);
-  const std::string config_path = (dir / files::kConfig).string();
-  ck.config = config::parse_config(core::read_file(config_path), {}, config_path);
-  const std::string state_path = (dir / files::kTrainerState).string();
-  ck.state = parse_trainer_state(core::read_file(state_path), state_path);
+  CheckpointMeta meta = read_checkpoint_meta(ck.dir);
+  ck.config = std::move(meta.config);
+  ck.state = std::move(meta.state);
   ck.tokenizer_model = core::read_file((dir / files::kTokenizer).string(), "tokenizer model");
   ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
   ck.model = model::RoFormerForMaskedLM(model::RoFormerOptions(ck.config.model, ck.tokenizer->vocab_size()));

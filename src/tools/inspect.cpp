@@ -12,7 +12,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "checkpoint/loader.h"
+#include "checkpoint/meta.h"
 #include "checkpoint/store.h"
 #include "train/metrics.h"
 #include "checkpoint/files.h"
@@ -37,25 +37,16 @@ int run_inspect(const std::string& path, bool as_json) {
   auto check = checkpoint::verify_checkpoint(dir);
   json report = {{"checkpoint", dir}, {"intact", check.ok}};
   if (!check.ok) report["problem"] = check.problem;
-  json state;
-  if (std::ifstream in(fs::path(dir) / files::kTrainerState); in) {
-    try {
-      state = json::parse(in);
-    } catch (const std::exception&) {
-    }
-  }
-  std::optional<config::Config> cfg;
-  try {
-    cfg = config::parse_config(core::read_file((fs::path(dir) / files::kConfig).string()));
-  } catch (const std::exception&) {
-  }
+  const checkpoint::CheckpointMetaParts meta = checkpoint::read_checkpoint_meta_parts(dir);
   const json last_train = train::last_metrics_record((fs::path(dir) / files::kMetrics).string(), "train");
-  if (!state.is_null()) {
-    report["step"] = state.value("step", int64_t{0});
-    report["tokens_seen"] = state.value("tokens_seen", int64_t{0});
-    report["num_parameters"] = state.value("num_parameters", int64_t{0});
-    report["tokenizer_fingerprint"] = state.value("tokenizer_fingerprint", "");
-    if (state.contains("last_eval")) report["last_eval"] = state["last_eval"];
+  if (const auto& state = meta.state) {
+    report["step"] = state->step;
+    report["tokens_seen"] = state->tokens_seen;
+    report["num_parameters"] = state->num_parameters;
+    report["tokenizer_fingerprint"] = state->tokenizer_fingerprint;
+    if (const auto& e = state->last_eval)
+      report["last_eval"] = {{"loss", e->loss}, {"accuracy", e->accuracy}, {"top5_accuracy", e->top5_accuracy},
+                             {"perplexity", e->perplexity}};
   }
   if (!last_train.is_null()) report["last_train"] = last_train;
   if (as_json) {
@@ -64,20 +55,19 @@ int run_inspect(const std::string& path, bool as_json) {
     std::cout << fmt::format("checkpoint    {}\n", dir);
     std::cout << fmt::format("integrity     {}\n", check.ok ? "ok (every file matches manifest.json)"
                                                             : "DAMAGED: " + check.problem);
-    if (!state.is_null()) {
-      std::cout << fmt::format("step          {}\n", state.value("step", int64_t{0}));
-      std::cout << fmt::format("tokens seen   {}\n", state.value("tokens_seen", int64_t{0}));
-      std::cout << fmt::format("parameters    {}\n", state.value("num_parameters", int64_t{0}));
+    if (const auto& state = meta.state) {
+      std::cout << fmt::format("step          {}\n", state->step);
+      std::cout << fmt::format("tokens seen   {}\n", state->tokens_seen);
+      std::cout << fmt::format("parameters    {}\n", state->num_parameters);
+      if (const auto& e = state->last_eval)
+        std::cout << fmt::format("last eval     MLM accuracy {:.4f}, loss {:.4f}, perplexity {:.2f}\n", e->accuracy,
+                                 e->loss, e->perplexity);
     }
-    if (state.contains("last_eval"))
-      std::cout << fmt::format("last eval     MLM accuracy {:.4f}, loss {:.4f}, perplexity {:.2f}\n",
-                               state["last_eval"].value("accuracy", 0.0), state["last_eval"].value("loss", 0.0),
-                               state["last_eval"].value("perplexity", 0.0));
     if (!last_train.is_null())
       std::cout << fmt::format("last train    step {}: loss {:.4f}, accuracy {:.4f}, lr {:.3e}\n",
                                last_train.value("step", int64_t{0}), last_train.value("loss", 0.0),
                                last_train.value("accuracy", 0.0), last_train.value("lr", 0.0));
-    if (cfg) std::cout << "config:\n" << config::to_yaml(*cfg);
+    if (meta.config) std::cout << "config:\n" << config::to_yaml(*meta.config);
   }
   return check.ok ? 0 : 1;
 }

@@ -18,6 +18,7 @@
 #include "model/roformer.h"
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
+#include "checkpoint/meta.h"
 
 namespace roformer::train {
 namespace files = checkpoint::files;
@@ -145,7 +146,7 @@ InitSource checkpoint_source(const std::string& path) {
   s.kind = "checkpoint";
   s.weights = (fs::path(s.dir) / files::kModel).string();
   s.tokenizer_model = (fs::path(s.dir) / files::kTokenizer).string();
-  s.architecture = config::load_config((fs::path(s.dir) / files::kConfig).string()).model;
+  s.architecture = checkpoint::read_checkpoint_meta(s.dir).config.model;
   s.vocab_size = data::Tokenizer::load(s.tokenizer_model).vocab_size();
   return s;
 }
