@@ -33,12 +33,21 @@ inline config::Config tiny_step_config(bool fused, double grad_clip, const std::
   return config::parse_config("", overrides);
 }
 
-inline std::unique_ptr<train::Trainer> make_trainer(const config::Config& cfg) {
-  auto t = std::make_unique<train::Trainer>(cfg, "", "", "test");
-  t->setup_device();
-  t->use_synthetic_data(kStepVocab);
-  t->setup_model_and_optimizer();
-  return t;
+// The plan of a step test: the config on synthetic batches of kStepVocab ids, no run directory.
+inline train::Plan step_plan(const config::Config& cfg) {
+  train::Plan plan;
+  plan.cfg = cfg;
+  plan.cfg.model.vocab_size = kStepVocab;
+  plan.config_origin = "test";
+  plan.synthetic = true;
+  return plan;
+}
+
+// sync_free_on_cpu: the test switch of Plan (CPU steps take the CUDA path's sync-free update).
+inline std::unique_ptr<train::Trainer> make_trainer(const config::Config& cfg, bool sync_free_on_cpu = false) {
+  train::Plan plan = step_plan(cfg);
+  plan.sync_free_on_cpu = sync_free_on_cpu;
+  return std::make_unique<train::Trainer>(std::move(plan));
 }
 
 // The parameters, copied to the CPU.

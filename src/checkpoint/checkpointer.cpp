@@ -42,18 +42,18 @@ std::string serialize(const std::vector<torch::Tensor>& tensors) {
 
 // Rank 0's part of a save: every file into a temporary directory, sealed, then pruning.
 std::string write_checkpoint(const std::string& dir, const TrainerState& state, const CheckpointContents& c,
-                             const std::vector<std::string>& rng_states) {
+                             const std::vector<std::string>& rng_states, const core::Faults& faults) {
   CheckpointWriter w(dir, state.step);
   core::save_safetensors(w.path(files::kModel), c.model->hf_named_parameters(),
                          {{"format", "pt"}, {"producer", "roformer"}, {"step", std::to_string(state.step)}});
   torch::save(*c.optimizer, w.path(files::kOptimizer));
   // Fault injection for the crash-safety test: die mid-save, as `kill -9` or a power cut would.
-  if (const char* kill_at = std::getenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP"); kill_at && std::atoll(kill_at) == state.step)
-    std::raise(SIGKILL);
+  if (faults.kill_in_save_at_step == state.step) std::raise(SIGKILL);
   // Fault injection for the signal test: a save slow enough to be interrupted.
-  if (const char* delay_ms = std::getenv("ROFORMER_FAULT_SAVE_DELAY_MS")) {
-    std::fprintf(stderr, "fault injection: the save of step %lld sleeps %s ms\n", static_cast<long long>(state.step), delay_ms);
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay_ms)));
+  if (faults.save_delay_ms > 0) {
+    std::fprintf(stderr, "fault injection: the save of step %lld sleeps %lld ms\n", static_cast<long long>(state.step),
+                 static_cast<long long>(faults.save_delay_ms));
+    std::this_thread::sleep_for(std::chrono::milliseconds(faults.save_delay_ms));
   }
   for (size_t r = 0; r < rng_states.size(); ++r)
     core::write_file_checked(w.path(files::rng(static_cast<int>(r))), rng_states[r]);
@@ -107,8 +107,9 @@ uint64_t rank_seed(int64_t seed, int rank, int64_t step) {
 }
 
 Checkpointer::Checkpointer(std::string checkpoints_dir, int64_t keep_last, dist::ProcessGroup& group, int rank,
-                           int world_size)
-    : dir_(std::move(checkpoints_dir)), keep_last_(keep_last), group_(group), rank_(rank), world_size_(world_size) {}
+                           int world_size, const core::Faults& faults)
+    : dir_(std::move(checkpoints_dir)), keep_last_(keep_last), group_(group), rank_(rank), world_size_(world_size),
+      faults_(faults) {}
 
 // Every rank's generator states (dropout), serialized. Collective in a data-parallel run: each
 // rank fills its row of a zero (W, longest) byte table and one all-reduce sums the table, so rank 0
@@ -151,7 +152,7 @@ std::string Checkpointer::save(const TrainerState& state, const CheckpointConten
   if (rank_ == 0) {
     try {
       try {
-        final_dir = write_checkpoint(dir_, state, contents, rng_states);
+        final_dir = write_checkpoint(dir_, state, contents, rng_states, faults_);
         prune_checkpoints(dir_, keep_last_, final_dir);
       } catch (const c10::Error& e) {
         throw Error(fmt::format("saving the checkpoint at step {} failed: {} (the previous checkpoint is intact)",
@@ -175,10 +176,9 @@ std::string Checkpointer::save(const TrainerState& state, const CheckpointConten
 }
 
 // Every rank reads the same checkpoint (a shared filesystem in multi-node runs).
-TrainerState Checkpointer::load(const std::string& dir, const CheckpointContents& contents, const torch::Device& device,
-                                int64_t seed) {
-  const std::string state_path = (fs::path(dir) / files::kTrainerState).string();
-  const TrainerState state = parse_trainer_state(core::read_file(state_path), state_path);
+void Checkpointer::load(const CheckpointMeta& meta, const CheckpointContents& contents, const torch::Device& device,
+                        int64_t seed) {
+  const std::string& dir = meta.dir;
   try {
     auto model = contents.model;  // the same module (a shared handle), not const
     model->load_hf_state_dict(core::load_safetensors((fs::path(dir) / files::kModel).string()));
@@ -188,9 +188,8 @@ TrainerState Checkpointer::load(const std::string& dir, const CheckpointContents
   } catch (const c10::Error& e) {
     throw Error(fmt::format("cannot load checkpoint {}: {}", dir, e.what_without_backtrace()));
   }
-  restore_rng_states(dir, state.world_size, state.step, seed);
-  last_saved_step_ = state.step;
-  return state;
+  restore_rng_states(dir, meta.state.world_size, meta.state.step, seed);
+  last_saved_step_ = meta.state.step;
 }
 
 // Same world size: every rank continues its own generators exactly. Another world size: rank 0

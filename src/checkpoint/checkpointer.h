@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/faults.h"
 #include "data/tokenizer.h"
 #include "model/roformer.h"
+#include "checkpoint/meta.h"
 #include "checkpoint/trainer_state.h"
 
 namespace roformer::dist {
@@ -34,19 +36,20 @@ struct CheckpointContents {
 
 class Checkpointer {
  public:
-  // group: the run's process group (a world of one included).
-  Checkpointer(std::string checkpoints_dir, int64_t keep_last, dist::ProcessGroup& group, int rank, int world_size);
+  // group: the run's process group (a world of one included); faults: the tests' save faults.
+  Checkpointer(std::string checkpoints_dir, int64_t keep_last, dist::ProcessGroup& group, int rank, int world_size,
+               const core::Faults& faults = {});
 
   // Saves state.step (unless that step was just saved or loaded) and prunes older checkpoints;
   // returns the checkpoint directory ("" when nothing was saved). Throws roformer::Error on every
   // rank when the save fails; the previous checkpoint stays intact.
   std::string save(const TrainerState& state, const CheckpointContents& contents);
 
-  // Reads `dir` into the contents (the optimizer state onto `device`), restores this rank's
-  // generators (another world size: ranks > 0 start new streams from seed) and returns the trainer
-  // state; metrics.jsonl is the MetricsWriter's to restore. Throws roformer::Error naming the checkpoint.
-  TrainerState load(const std::string& dir, const CheckpointContents& contents, const torch::Device& device,
-                    int64_t seed);
+  // Reads the checkpoint's tensors into the contents (the optimizer state onto `device`) and
+  // restores this rank's generators (another world size: ranks > 0 start new streams from seed).
+  // Its config and trainer state were read before (meta); each component restores its own part of
+  // the state, and metrics.jsonl is the MetricsWriter's. Throws roformer::Error naming the checkpoint.
+  void load(const CheckpointMeta& meta, const CheckpointContents& contents, const torch::Device& device, int64_t seed);
 
   const std::string& dir() const { return dir_; }
 
@@ -58,6 +61,7 @@ class Checkpointer {
   int64_t keep_last_;
   dist::ProcessGroup& group_;
   int rank_, world_size_;
+  core::Faults faults_;
   int64_t last_saved_step_ = -1;
 };
 

@@ -1,9 +1,11 @@
-// The resume policy: config differences on resume, sorted and reported; see resume_policy.h.
+// The resume policy: config differences on resume, sorted and reported, and the advice after a
+// non-finite step; see resume_policy.h.
 #include "checkpoint/resume_policy.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/store.h"
 #include "core/error.h"
 
 namespace roformer::checkpoint {
@@ -57,6 +59,17 @@ void check_resume_changes(const config::Config& checkpoint, const config::Config
                             "or start a new run in another --run-dir", resume_dir, list));
   }
   for (const auto& a : changes.applied) spdlog::info("resume: applying config change {}", describe(a));
+}
+
+std::string nonfinite_resume_advice(const std::string& checkpoints_dir, const std::string& run_dir, int64_t max_step) {
+  const std::string fixes = "lowering optimizer.lr, raising schedule.warmup_steps or setting optimizer.grad_clip";
+  const std::string usable = find_latest_valid_checkpoint(checkpoints_dir, nullptr, max_step);
+  if (usable.empty())
+    return fmt::format("No checkpoint from before the failure exists to resume from (the newest state would fail "
+                       "the same way), so nothing was saved: start a new run in another --run-dir after {}", fixes);
+  return fmt::format("Nothing was saved (that state would fail the same way). Resume from {}, the newest checkpoint "
+                     "from before the failure, after {}: roformer train --run-dir {} --resume {}",
+                     usable, fixes, run_dir, usable);
 }
 
 }  // namespace roformer::checkpoint

@@ -205,4 +205,20 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
                chosen_name, names_of(plan.later), aside.string());
 }
 
+void check_checkpoints_writable(const std::string& checkpoints_dir) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(checkpoints_dir, ec))) return;
+  std::string why = fs::is_directory(checkpoints_dir, ec) ? "" : "it is not a directory";
+  if (why.empty()) {
+    const std::string probe = (fs::path(checkpoints_dir) / fmt::format(".write-check-{}", ::getpid())).string();
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || ::write(fd, "x", 1) != 1) why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  if (!why.empty())
+    throw Error(fmt::format("cannot write checkpoints into '{}': {}; make it a writable directory (or choose another "
+                            "--run-dir) before training, not at the first save", checkpoints_dir, why));
+}
+
 }  // namespace roformer::checkpoint

@@ -28,6 +28,11 @@ namespace roformer::checkpoint {
 // config.yaml (the run rewrites that file with the resolved config). Throws roformer::Error.
 void check_run_dir_is_ours(const std::string& run_dir, const std::string& config_path);
 
+// What the first save needs, checked before the first step rather than found after hours of
+// training: an existing checkpoints folder is a directory that takes a file (a missing one is made
+// in the run directory, which takes config.yaml, at the first save). Throws roformer::Error.
+void check_checkpoints_writable(const std::string& checkpoints_dir);
+
 class RunDirLock {
  public:
   // Creates the run directory if needed and takes the lock; throws roformer::Error when another live

@@ -117,22 +117,18 @@ std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
   const std::string run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
 
   restrict_attention_kernel(o.attention_kernel);
-  auto trainer = std::make_unique<Trainer>(cfg, run_dir, "", o.config_path);
-  trainer->setup_device();
-  const bool cuda = trainer->device().is_cuda();
-  if (o.synthetic)
-    trainer->use_synthetic_data(cfg.model.vocab_size);
-  else
-    trainer->setup_data();
-  StepVariant variant;
-  variant.auto_rotary = o.rotary == "auto";
-  if (!variant.auto_rotary) variant.kernels.rotary = *model::rotary_impl_named(o.rotary);
-  variant.kernels.fused_qkv = !o.separate_qkv;
-  variant.kernels.bias_in_gemm = !o.separate_bias_add;
-  variant.dense_head = o.dense_head;
-  trainer->set_variant(variant);
-  trainer->set_sync_timings(cuda && o.breakdown);
-  trainer->setup_model_and_optimizer();
+  Plan plan;
+  plan.cfg = std::move(cfg);
+  plan.config_origin = o.config_path;
+  plan.run_dir = run_dir;
+  plan.synthetic = o.synthetic;
+  plan.variant.auto_rotary = o.rotary == "auto";
+  if (!plan.variant.auto_rotary) plan.variant.kernels.rotary = *model::rotary_impl_named(o.rotary);
+  plan.variant.kernels.fused_qkv = !o.separate_qkv;
+  plan.variant.kernels.bias_in_gemm = !o.separate_bias_add;
+  plan.variant.dense_head = o.dense_head;
+  plan.sync_timings = o.breakdown;  // on CUDA (the CPU's phases end where they run)
+  auto trainer = std::make_unique<Trainer>(std::move(plan));
   return trainer;
 }
 

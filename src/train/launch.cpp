@@ -8,14 +8,14 @@
 #include <fmt/format.h>
 
 #include "checkpoint/files.h"
+#include "checkpoint/meta.h"
 #include "checkpoint/resume_policy.h"
 #include "checkpoint/run_dir.h"
 #include "checkpoint/store.h"
-#include "checkpoint/trainer_state.h"
 #include "core/config.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "core/file.h"
+#include "core/faults.h"
 #include "core/logging.h"
 #include "dist/env.h"
 #include "train/init_from.h"
@@ -28,12 +28,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// What the command line says before any checkpoint is read.
+// What the command line says, and the checkpoint --resume PATH names when it alone gives the run directory.
 struct Launch {
   config::Config cfg;         // -c with --set (the checkpoint's config replaces it when there is no -c)
   std::string origin;         // where cfg came from, for the log
   std::string run_dir;
   std::optional<InitSource> init;
+  std::optional<checkpoint::CheckpointMeta> named;  // --resume PATH without a run directory: PATH's config and state
 };
 
 std::optional<InitSource> init_source(const TrainRequest& request) {
@@ -47,15 +48,15 @@ std::optional<InitSource> init_source(const TrainRequest& request) {
 }
 
 // The run directory: --run-dir, else the config's, else (--resume PATH alone) the checkpoint's.
-std::string run_dir_of(const TrainRequest& request, const config::Config& cfg) {
-  std::string run_dir = request.run_dir;
-  if (run_dir.empty() && !request.config_path.empty()) run_dir = cfg.train.run_dir;
-  if (run_dir.empty() && request.resume == "auto")
+void find_run_dir(const TrainRequest& request, Launch& l) {
+  l.run_dir = request.run_dir;
+  if (l.run_dir.empty() && !request.config_path.empty()) l.run_dir = l.cfg.train.run_dir;
+  if (l.run_dir.empty() && request.resume == "auto")
     throw Error("--resume auto needs the run: pass --run-dir DIR (or -c CONFIG naming train.run_dir)");
-  if (run_dir.empty() && checkpoint::verify_checkpoint(request.resume).ok)
-    run_dir = config::parse_config(core::read_file((fs::path(request.resume) / files::kConfig).string()), {},
-                                   request.resume + "/config.yaml").train.run_dir;
-  return run_dir;
+  if (l.run_dir.empty() && checkpoint::verify_checkpoint(request.resume).ok) {
+    l.named = checkpoint::read_checkpoint_meta(request.resume);
+    l.run_dir = l.named->config.train.run_dir;
+  }
 }
 
 Launch read_request(const TrainRequest& request) {
@@ -69,46 +70,48 @@ Launch read_request(const TrainRequest& request) {
   l.init = init_source(request);
   if (request.config_path.empty() && request.resume.empty())
     throw Error("roformer train needs a config: -c configs/tiny.yaml (or --resume with a run directory)");
-  l.run_dir = run_dir_of(request, l.cfg);
+  find_run_dir(request, l);
   return l;
 }
 
 // Resuming: without -c the run continues with the checkpoint's config (and --set); with -c, the
 // config may change only what the resume policy allows.
-void adopt_checkpoint_config(const TrainRequest& request, const std::string& resume_dir, Launch& l) {
-  const std::string path = (fs::path(resume_dir) / files::kConfig).string();
-  config::Config saved = config::parse_config(core::read_file(path), {}, resume_dir + "/config.yaml");
+void adopt_checkpoint_config(const TrainRequest& request, const checkpoint::CheckpointMeta& from, Launch& l) {
+  const std::string origin = (fs::path(from.dir) / files::kConfig).string();
+  config::Config saved = from.config;
   if (request.config_path.empty()) {
-    l.cfg = config::parse_config(config::to_yaml(saved), request.overrides, resume_dir + "/config.yaml");
-    l.origin = resume_dir + "/config.yaml";
+    l.cfg = config::parse_config(config::to_yaml(saved), request.overrides, origin);
+    l.origin = origin;
   }
   // train.param_dtype auto compares as what it becomes on this run's device (a checkpoint's is resolved).
   const bool cuda = core::resolve_device(l.cfg.train.device, "train.device").is_cuda();
   config::resolve_param_dtype(l.cfg, cuda);
   config::resolve_param_dtype(saved, cuda);
-  checkpoint::check_resume_changes(saved, l.cfg, resume_dir);  // refuses model or data changes
+  checkpoint::check_resume_changes(saved, l.cfg, from.dir);  // refuses model or data changes
 }
 
 // A checkpoint past train.steps would otherwise end in a false "done".
-void check_steps_left(const std::string& resume_dir, const config::Config& cfg) {
-  const std::string state_path = (fs::path(resume_dir) / files::kTrainerState).string();
-  const int64_t saved_step = checkpoint::parse_trainer_state(core::read_file(state_path), state_path).step;
+void check_steps_left(const checkpoint::CheckpointMeta& from, const config::Config& cfg) {
+  const std::string& resume_dir = from.dir;
+  const int64_t saved_step = from.state.step;
   if (saved_step > cfg.train.steps)
     throw Error(fmt::format("checkpoint {} is at step {}, beyond train.steps = {}: there is nothing to train. "
                             "Raise train.steps above {} to continue (--set train.steps=N), or use the checkpoint "
                             "as it is (roformer eval / export)", resume_dir, saved_step, cfg.train.steps, saved_step));
 }
 
-}  // namespace
-
-int run_training(const TrainRequest& request) {
-  const int rank = dist::detect_dist_env().rank;
-  const bool main_process = rank == 0;
-  set_log_rank(rank);  // other ranks: warnings and errors only, from here on
+// The plan of a `roformer train` run, worked out and checked before anything is written; the lock on
+// the run directory is taken on the way and held by the caller for the run.
+Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>& lock) {
+  Plan plan;
+  plan.env = dist::detect_dist_env();
+  plan.faults = core::Faults::from_environment();
+  plan.writes_run = true;
+  const bool main_process = plan.env.rank == 0;
+  set_log_rank(plan.env.rank);  // other ranks: warnings and errors only, from here on
   Launch l = read_request(request);
   // One process per run directory (rank 0 holds the lock for a data-parallel run), then the
-  // checkpoint to start from.
-  std::optional<checkpoint::RunDirLock> lock;
+  // checkpoint to start from, its config and trainer state read once.
   if (main_process && !l.run_dir.empty()) {
     checkpoint::check_run_dir_is_ours(l.run_dir, request.config_path);
     lock.emplace(l.run_dir);
@@ -117,16 +120,30 @@ int run_training(const TrainRequest& request) {
   choice.resume = request.resume;
   choice.overwrite = request.overwrite;
   choice.have_config = !request.config_path.empty();
-  const checkpoint::CheckpointPlan plan = checkpoint::plan_checkpoint(l.run_dir, choice);
-  if (!plan.resume.empty()) adopt_checkpoint_config(request, plan.resume, l);
+  const checkpoint::CheckpointPlan start = checkpoint::plan_checkpoint(l.run_dir, choice);
+  if (!start.resume.empty()) {
+    plan.resume = l.named && l.named->dir == start.resume ? std::move(*l.named)
+                                                          : checkpoint::read_checkpoint_meta(start.resume);
+    adopt_checkpoint_config(request, *plan.resume, l);
+  }
   l.cfg.train.run_dir = l.run_dir;
   config::validate(l.cfg);
-  if (!plan.resume.empty()) check_steps_left(plan.resume, l.cfg);
+  if (plan.resume) check_steps_left(*plan.resume, l.cfg);
   setup_logging(l.cfg.logging.level);
   if (l.init) check_init_architecture(*l.init, l.cfg);
-  if (main_process) checkpoint::carry_out(plan, l.run_dir);  // only rank 0 deletes or moves; every rank planned alike
-  Trainer trainer(l.cfg, l.run_dir, plan.resume, l.origin);
-  if (l.init) trainer.set_init_source(*l.init);
+  if (main_process) checkpoint::carry_out(start, l.run_dir);  // only rank 0 deletes or moves; every rank planned alike
+  plan.cfg = std::move(l.cfg);
+  plan.config_origin = std::move(l.origin);
+  plan.run_dir = std::move(l.run_dir);
+  plan.init = std::move(l.init);
+  return plan;
+}
+
+}  // namespace
+
+int run_training(const TrainRequest& request) {
+  std::optional<checkpoint::RunDirLock> lock;
+  Trainer trainer(plan_run(request, lock));
   return trainer.run();
 }
 

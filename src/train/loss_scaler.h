@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "checkpoint/trainer_state.h"
+
 namespace roformer::train {
 
 class LossScaler {
@@ -29,12 +31,16 @@ class LossScaler {
   // (dynamic scaling and a non-finite gradient; the scale is halved), false when it is applied.
   bool update(bool finite);
 
-  // The state a checkpoint keeps (trainer_state.json: loss_scale, good_steps).
-  double state_scale() const { return scale_; }
+  // Finite steps in a row since the scale last changed.
   int64_t good_steps() const { return good_steps_; }
-  void restore(double scale, int64_t good_steps) {
-    scale_ = scale;
-    good_steps_ = good_steps;
+  // Its part of a checkpoint's trainer_state.json: loss_scale and good_steps.
+  void save(checkpoint::TrainerState& state) const {
+    state.loss_scale = scale_;
+    state.good_steps = good_steps_;
+  }
+  void restore(const checkpoint::TrainerState& state) {
+    scale_ = state.loss_scale;
+    good_steps_ = state.good_steps;
   }
 
  private:

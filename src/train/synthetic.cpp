@@ -1,11 +1,11 @@
 // Synthetic MLM batches for `roformer bench --synthetic`: the loader's batch shape and masking
-// statistics without a tokenizer or corpus (see SyntheticBatches in trainer.h).
+// statistics without a tokenizer or corpus; see train/synthetic.h.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "data/tokenizer.h"
-#include "train/trainer.h"
+#include "train/synthetic.h"
 
 namespace roformer::train {
 

@@ -9,9 +9,11 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/faults.h"
 #include "core/file.h"
 #include "core/hash.h"
 #include "test_util.h"
+#include "checkpoint/meta.h"
 #include "checkpoint/store.h"
 #include "checkpoint/trainer_state.h"
 
@@ -242,4 +244,68 @@ TEST(TrainerState, WrittenStateParsesBackToTheSameFields) {
   ASSERT_TRUE(p.last_eval.has_value());
   EXPECT_EQ(p.last_eval->accuracy, 0.41);
   EXPECT_EQ(p.last_eval->perplexity, 12.18);
+}
+
+// A checkpoint's config and trainer state, read in one place for every reader: typed, and an error
+// naming the file when one is damaged; inspect's reader keeps the part that could be read.
+TEST(CheckpointMeta, ReadsConfigAndStateAndNamesTheDamagedFile) {
+  TempDir tmp;
+  const std::string dir = tmp.str("step_00000012");
+  fs::create_directories(dir);
+  roformer::config::Config cfg = roformer::config::parse_config("", {"model.hidden_size=48", "train.steps=3000"});
+  write_file(dir + "/config.yaml", roformer::config::to_yaml(cfg));
+  TrainerState state;
+  state.step = 12;
+  state.tokens_seen = 384;
+  state.tokenizer_fingerprint = "0123456789abcdef";
+  write_file(dir + "/trainer_state.json", trainer_state_json(state));
+
+  const CheckpointMeta meta = read_checkpoint_meta(dir);
+  EXPECT_EQ(meta.dir, dir);
+  EXPECT_EQ(meta.config.model.hidden_size, 48);
+  EXPECT_EQ(meta.config.train.steps, 3000);
+  EXPECT_EQ(meta.state.step, 12);
+  EXPECT_EQ(meta.state.tokens_seen, 384);
+  const CheckpointMetaParts whole = read_checkpoint_meta_parts(dir);
+  EXPECT_TRUE(whole.config && whole.state);
+  EXPECT_EQ(whole.problem, "");
+
+  write_file(dir + "/trainer_state.json", R"({"step": "12"})");
+  const std::string msg = error_of([&] { read_checkpoint_meta(dir); });
+  EXPECT_NE(msg.find(dir + "/trainer_state.json: step is \"12\", not a count"), std::string::npos) << msg;
+  const CheckpointMetaParts parts = read_checkpoint_meta_parts(dir);
+  ASSERT_TRUE(parts.config.has_value());
+  EXPECT_EQ(parts.config->model.hidden_size, 48);
+  EXPECT_FALSE(parts.state.has_value());
+  EXPECT_NE(parts.problem.find("trainer_state.json"), std::string::npos) << parts.problem;
+
+  fs::remove(dir + "/config.yaml");
+  const std::string missing = error_of([&] { read_checkpoint_meta(dir); });
+  EXPECT_NE(missing.find("config.yaml"), std::string::npos) << missing;
+  EXPECT_FALSE(read_checkpoint_meta_parts(dir).config.has_value());
+}
+
+// The tests' fault injection is read from the environment once, into a plain value; unset means none.
+TEST(Faults, ReadFromTheEnvironmentOnce) {
+  using roformer::core::Faults;
+  for (const char* name : {"ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP", "ROFORMER_FAULT_OOM_AT_STEP",
+                           "ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP", "ROFORMER_FAULT_SAVE_DELAY_MS"})
+    ::unsetenv(name);
+  const Faults none = Faults::from_environment();
+  EXPECT_EQ(none.nonfinite_grad_at_step, -1);
+  EXPECT_EQ(none.oom_at_step, -1);
+  EXPECT_EQ(none.kill_in_save_at_step, -1);
+  EXPECT_EQ(none.save_delay_ms, 0);
+  ::setenv("ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP", "5", 1);
+  ::setenv("ROFORMER_FAULT_OOM_AT_STEP", "8", 1);
+  ::setenv("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP", "12", 1);
+  ::setenv("ROFORMER_FAULT_SAVE_DELAY_MS", "250", 1);
+  const Faults set = Faults::from_environment();
+  EXPECT_EQ(set.nonfinite_grad_at_step, 5);
+  EXPECT_EQ(set.oom_at_step, 8);
+  EXPECT_EQ(set.kill_in_save_at_step, 12);
+  EXPECT_EQ(set.save_delay_ms, 250);
+  for (const char* name : {"ROFORMER_FAULT_NONFINITE_GRAD_AT_STEP", "ROFORMER_FAULT_OOM_AT_STEP",
+                           "ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP", "ROFORMER_FAULT_SAVE_DELAY_MS"})
+    ::unsetenv(name);
 }

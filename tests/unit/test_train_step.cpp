@@ -63,8 +63,7 @@ TEST(TrainStep, SyncFreeStepsMatchSyncedSteps) {
   for (double n : norms) EXPECT_GT(n, 0.05);  // so every step was clipped
   const auto want = snapshot(*synced);
 
-  auto free = make_trainer(tiny(true, 0.05));
-  free->set_sync_free_on_cpu_for_tests(true);
+  auto free = make_trainer(tiny(true, 0.05), /*sync_free_on_cpu=*/true);
   for (int i = 0; i < 4; ++i) {
     const auto r = free->train_step(false);
     EXPECT_FALSE(r.synced) << "step " << i + 1;
@@ -84,8 +83,7 @@ TEST(TrainStep, SyncFreeStepsMatchSyncedSteps) {
 // device flag makes the fused kernel skip the update (every parameter keeps its value, bit for
 // bit), and the next synced step reports it as coming from an earlier step.
 TEST(TrainStep, NonFiniteSyncFreeStepUpdatesNothingAndIsReportedAtTheNextSync) {
-  auto t = make_trainer(tiny(true, 1.0));
-  t->set_sync_free_on_cpu_for_tests(true);
+  auto t = make_trainer(tiny(true, 1.0), /*sync_free_on_cpu=*/true);
   ASSERT_FALSE(t->train_step(false).synced);
   // Poison one weight every position uses (the first layer's query projection).
   size_t poisoned = 0;
@@ -113,6 +111,25 @@ TEST(TrainStep, NonFiniteSyncFreeStepUpdatesNothingAndIsReportedAtTheNextSync) {
     EXPECT_TRUE(torch::equal(before[i].nan_to_num(0), still[i].nan_to_num(0))) << "parameter " << i;
   // One update was applied (the first step): the count a checkpoint would save says so, not 2.
   EXPECT_EQ(t->adamw_step_count(), 1);
+}
+
+// The plan's fault injection, set by the test itself (no environment): an infinite gradient at the
+// loop's next step (train_step alone does not advance the loop's counter, so that is step 1 on every
+// call) makes the step non-finite and applies nothing; without the fault the same step updates.
+TEST(TrainStep, PlannedNonFiniteGradientFaultSkipsTheUpdate) {
+  auto plan = roformer::test::step_plan(tiny(true, 1.0));
+  plan.faults.nonfinite_grad_at_step = 1;
+  roformer::train::Trainer faulty(std::move(plan));
+  const auto before = snapshot(faulty);
+  const auto r = faulty.train_step(true);
+  EXPECT_FALSE(r.finite);
+  EXPECT_TRUE(std::isinf(r.grad_norm)) << r.grad_norm;
+  EXPECT_EQ(max_change(before, snapshot(faulty)), 0.0);
+  EXPECT_EQ(faulty.adamw_step_count(), 0);
+
+  auto healthy = make_trainer(tiny(true, 1.0));
+  EXPECT_TRUE(healthy->train_step(true).finite);
+  EXPECT_EQ(healthy->adamw_step_count(), 1);
 }
 
 // ---- bf16 parameters with fp32 master weights (train.param_dtype: bf16) ----------------------------
@@ -318,8 +335,14 @@ TEST(LossScaler, DynamicScalingHalvesOnOverflowAndDoublesAfter2000GoodSteps) {
   for (int i = 0; i < 40; ++i) s.update(false);
   EXPECT_EQ(s.scale(), 1.0);
   EXPECT_EQ(s.good_steps(), 0);
+  roformer::checkpoint::TrainerState state;
+  s.save(state);
+  EXPECT_EQ(state.loss_scale, 1.0);
+  EXPECT_EQ(state.good_steps, 0);
+  state.loss_scale = 512.0;
+  state.good_steps = 1999;
   roformer::train::LossScaler r(true);
-  r.restore(512.0, 1999);
+  r.restore(state);
   EXPECT_EQ(r.scale(), 512.0);
   r.update(true);
   EXPECT_EQ(r.scale(), 1024.0);

@@ -1,0 +1,144 @@
+// The tokenizer, prepared corpora, loader and evaluation batches of a run; see train/training_data.h.
+#include "train/training_data.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/files.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/hash.h"
+#include "data/prepared_cache.h"
+
+namespace roformer::train {
+namespace files = checkpoint::files;
+namespace fs = std::filesystem;
+
+TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
+  const config::Config& cfg = plan.cfg;
+  auto loader_opts = data::loader_options_from_config(cfg, cfg.train.batch_size);
+  loader_opts.seed = cfg.train.seed;
+  loader_opts.pin_memory = pin_memory;
+  if (plan.synthetic) {
+    synthetic_vocab_ = cfg.model.vocab_size;
+    if (synthetic_vocab_ < 6)
+      throw Error(fmt::format("synthetic data needs model.vocab_size of at least 6 (5 special tokens + 1), got {}; "
+                              "e.g. --set model.vocab_size=8000", synthetic_vocab_));
+    synthetic_ = std::make_unique<SyntheticBatches>(synthetic_vocab_, loader_opts);
+    return;
+  }
+  load_tokenizer(plan, main_rank);
+  loader_opts.rank = plan.env.rank;  // each rank reads its rows of every global batch
+  loader_opts.world_size = plan.env.world_size;
+  loader_ = std::make_unique<data::MlmLoader>(prepare(plan, cfg.data.train_files, "train"), loader_opts);
+  if (!cfg.data.valid_files.empty()) {
+    auto eval_opts = data::eval_loader_options(cfg, cfg.eval.batch_size);
+    eval_opts.pin_memory = pin_memory;
+    eval_batches_ = data::make_eval_batches(prepare(plan, cfg.data.valid_files, "valid"), eval_opts,
+                                            cfg.eval.max_sequences, cfg.eval.batch_size, cfg.eval.seed);
+  }
+}
+
+data::Batch TrainingData::next() { return synthetic_ ? synthetic_->next() : loader_->next(); }
+
+int64_t TrainingData::vocab_size() const { return tokenizer_ ? tokenizer_->vocab_size() : synthetic_vocab_; }
+
+int64_t TrainingData::sequences_per_epoch() const { return loader_ ? loader_->sequences_per_epoch() : 0; }
+
+std::optional<data::LoaderState> TrainingData::position() const {
+  if (!loader_) return std::nullopt;
+  return loader_->state();
+}
+
+void TrainingData::rewind(const data::LoaderState& position) { loader_->restore(position); }
+
+void TrainingData::save(checkpoint::TrainerState& state) const {
+  const data::LoaderState position = loader_->state();
+  state.loader_epoch = position.epoch;
+  state.loader_position = position.position;
+  state.tokenizer_fingerprint = tokenizer_->fingerprint();
+}
+
+void TrainingData::restore(const checkpoint::TrainerState& state) {
+  data::LoaderState position;
+  position.epoch = state.loader_epoch;
+  position.position = state.loader_position;
+  loader_->restore(position);
+}
+
+// The checkpoint carries its tokenizer, and a resumed run continues with exactly that one (copied
+// into the run directory); --init-from brings the source's; otherwise tokenizer.model, or the run's own.
+void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
+  std::string path;
+  if (plan.resume) {
+    const std::string& dir = plan.resume->dir;
+    path = (fs::path(plan.run_dir) / "tokenizer" / "tokenizer.model").string();
+    const std::string saved = (fs::path(dir) / files::kTokenizer).string();
+    if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum(saved)) {
+      fs::create_directories(fs::path(path).parent_path());
+      fs::copy_file(saved, path, fs::copy_options::overwrite_existing);
+    }
+    tokenizer_ = data::Tokenizer::load(path);
+    if (tokenizer_->fingerprint() != plan.resume->state.tokenizer_fingerprint)
+      throw Error(fmt::format("the tokenizer in checkpoint {} does not match its recorded fingerprint; the "
+                              "checkpoint is damaged", dir));
+    return;
+  }
+  path = plan.init ? adopt_init_tokenizer(*plan.init, plan.cfg, plan.run_dir) : plan.cfg.tokenizer.model;
+  if (path.empty()) path = train_run_tokenizer(plan.cfg, plan.run_dir, main_rank);
+  tokenizer_ = data::Tokenizer::load(path);
+  spdlog::info("tokenizer {} ({} pieces, fingerprint {})", path, tokenizer_->vocab_size(), tokenizer_->fingerprint());
+}
+
+// The run's own tokenizer, trained from the config's tokenizer.* settings: one left by an earlier
+// run in this directory (failed, or replaced with --overwrite) is reused only when it was trained
+// with the very same settings (its training.json), else trained again. Returns its path.
+std::string TrainingData::train_run_tokenizer(const config::Config& cfg, const std::string& run_dir, bool main_rank) {
+  const fs::path tok_dir = fs::path(run_dir) / "tokenizer";
+  std::string path = (tok_dir / "tokenizer.model").string();
+  auto tok_options = data::tokenizer_options_from_config(cfg, tok_dir.string());
+  tok_options.force = true;
+  if (fs::exists(path)) {
+    std::string recorded;
+    try {
+      recorded = core::read_file((tok_dir / data::kTokenizerSettingsFile).string(), "tokenizer settings");
+    } catch (const Error&) {
+    }
+    if (recorded == data::training_settings(tok_options) || !main_rank) return path;  // rank 0 trained it just now
+    spdlog::info("the tokenizer left in {} was trained with other tokenizer.* settings (or its record is missing): "
+                 "training it again from the config's", tok_dir.string());
+  }
+  auto inputs = cfg.tokenizer.input.empty() ? cfg.data.train_files : cfg.tokenizer.input;
+  if (std::any_of(inputs.begin(), inputs.end(), [](const std::string& f) { return data::is_prepared_dir(f); }))
+    throw Error("data.train_files lists prepared directories, so the tokenizer cannot be trained from them: set "
+                "tokenizer.model to the tokenizer it was prepared with (or tokenizer.input to text files)");
+  if (inputs.empty())
+    throw Error("no training text: set data.train_files (plain text or JSONL files), e.g. "
+                "--set data.train_files=[../shared/data/brown/train.txt]");
+  spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", cfg.tokenizer.model_type, cfg.tokenizer.vocab_size,
+               inputs.size());
+  try {
+    return data::train_tokenizer(tok_options);
+  } catch (const Error& e) {  // about an input file: name the key that listed it
+    if (std::string(e.what()).find("tokenizer.") != std::string::npos) throw;
+    throw Error(fmt::format("{}: {}", cfg.tokenizer.input.empty() ? "data.train_files" : "tokenizer.input", e.what()));
+  }
+}
+
+std::shared_ptr<const data::PreparedCorpus> TrainingData::prepare(const Plan& plan,
+                                                                  const std::vector<std::string>& files,
+                                                                  const std::string& name) {
+  data::PreparedDataRequest request;
+  request.files = files;
+  request.name = name;
+  request.cache_dir =
+      plan.cfg.data.prepared_dir.empty() ? (fs::path(plan.run_dir) / "data").string() : plan.cfg.data.prepared_dir;
+  request.text_field = plan.cfg.data.text_field;
+  request.resuming = plan.resume.has_value();
+  return data::open_prepared_data(request, *tokenizer_);
+}
+
+}  // namespace roformer::train

@@ -1,0 +1,57 @@
+// The batches a Trainer trains and evaluates on, as one component built from the plan: the
+// tokenizer (the checkpoint's when resuming, the --init-from source's, tokenizer.model, or one
+// trained for the run), the prepared train/valid corpora, the dynamic-masking loader with this
+// rank's share of every global batch, and the fixed evaluation batches. With plan.synthetic:
+// random batches of the loader's shape instead (train/synthetic.h), and no tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/trainer_state.h"
+#include "data/corpus.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "train/plan.h"
+#include "train/synthetic.h"
+
+namespace roformer::train {
+
+class TrainingData {
+ public:
+  // Writes the run's tokenizer and prepared data into plan.run_dir (rank 0; main_rank false: finds
+  // them there). Throws roformer::Error for missing or unusable inputs, naming the config key.
+  TrainingData(const Plan& plan, bool pin_memory, bool main_rank);
+
+  data::Batch next();
+  int64_t vocab_size() const;
+  const data::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }  // null: synthetic
+  const std::vector<data::Batch>& eval_batches() const { return eval_batches_; }
+  int64_t sequences_per_epoch() const;
+
+  // Where the loader is, so a step given up at a stop signal can take its batches again; none for
+  // synthetic batches (nothing to repeat).
+  std::optional<data::LoaderState> position() const;
+  void rewind(const data::LoaderState& position);
+
+  // Its part of a checkpoint's trainer_state.json: the loader's epoch and position, the tokenizer's fingerprint.
+  void save(checkpoint::TrainerState& state) const;
+  void restore(const checkpoint::TrainerState& state);
+
+ private:
+  void load_tokenizer(const Plan& plan, bool main_rank);
+  std::string train_run_tokenizer(const config::Config& cfg, const std::string& run_dir, bool main_rank);
+  std::shared_ptr<const data::PreparedCorpus> prepare(const Plan& plan, const std::vector<std::string>& files,
+                                                      const std::string& name);
+
+  std::optional<data::Tokenizer> tokenizer_;
+  std::unique_ptr<data::MlmLoader> loader_;
+  std::unique_ptr<SyntheticBatches> synthetic_;
+  std::vector<data::Batch> eval_batches_;
+  int64_t synthetic_vocab_ = 0;
+};
+
+}  // namespace roformer::train
