@@ -108,8 +108,7 @@ void check_bench_options(const TrainBenchOptions& o) {
 
 // A trainer for the config with the bench's variant, data (prepared or synthetic) and model ready.
 std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
-  config::Config cfg = config::load_config(o.config_path, o.overrides);
-  config::validate(cfg);
+  config::Config cfg = config::load_config(o.config_path, o.overrides);  // validated
   setup_logging(cfg.logging.level);
   if (o.synthetic && cfg.model.vocab_size == 0)
     throw Error("--synthetic needs model.vocab_size (there is no tokenizer to take it from): add "

@@ -62,10 +62,9 @@ void find_run_dir(const TrainRequest& request, Launch& l) {
 Launch read_request(const TrainRequest& request) {
   Launch l;
   if (!request.config_path.empty()) {
-    l.cfg = config::load_config(request.config_path, request.overrides);
+    l.cfg = config::load_config(request.config_path, request.overrides);  // validated, before the run directory is locked
     l.origin = request.config_path;
     if (!request.run_dir.empty()) l.cfg.train.run_dir = request.run_dir;
-    config::validate(l.cfg);  // before the run directory is created or locked
   }
   l.init = init_source(request);
   if (request.config_path.empty() && request.resume.empty())
@@ -127,7 +126,7 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
     adopt_checkpoint_config(request, *plan.resume, l);
   }
   l.cfg.train.run_dir = l.run_dir;
-  config::validate(l.cfg);
+  config::validate(l.cfg);  // the config as the run will use it: the checkpoint's, --set, the run directory
   if (plan.resume) check_steps_left(*plan.resume, l.cfg);
   setup_logging(l.cfg.logging.level);
   if (l.init) check_init_architecture(*l.init, l.cfg);
