@@ -18,7 +18,8 @@
 #        (LOGDIR/bench_*.json, *.log) and, last, the table (also LOGDIR/table.md).
 #   `scripts/gpu_check.sh all LOGDIR` does build + check in one call where time allows.
 #   `scripts/gpu_check.sh variants LOGDIR` (after check, same machine): ours only, each CUDA fast path
-#        on its own, each attention kernel and larger batches (LOGDIR/variants.{jsonl,md}); VARIANTS_FILE
+#        on its own, each attention kernel, larger batches and the position schemes (issue 25: what
+#        absolute and disentangled cost next to rotary) (LOGDIR/variants.{jsonl,md}); VARIANTS_FILE
 #        names other rows (name|bench arguments per line).
 #
 # Prebuilt (saves the device build, ~5 min of the 30-minute budget, on every machine start):
@@ -212,6 +213,9 @@ all, autocast (fp32 parameters)|--set train.param_dtype=fp32
 all, autocast, eager|--set train.param_dtype=fp32 --set train.cuda_graph=false
 all, 2x batch|--set train.batch_size={batch2}
 all, 4x batch|--set train.batch_size={batch4}
+position absolute (BERT's learned table; no rotary)|--set model.position=absolute
+position disentangled (DeBERTa c2p+p2c, 256 buckets)|--set model.position=disentangled
+position disentangled + enhanced mask decoder|--set model.position=disentangled --set model.enhanced_mask_decoder=true
 EOF
 }
 
