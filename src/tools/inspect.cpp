@@ -2,16 +2,13 @@
 #include "tools/inspect.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "core/error.h"
-#include "core/file.h"
 #include "checkpoint/meta.h"
 #include "checkpoint/store.h"
 #include "train/metrics.h"

@@ -75,8 +75,7 @@ StepResult Trainer::train_step(bool host_sync) {
   // Graphs need the gradients at fixed addresses from the first backward on.
   if (graphs_ && !optimizer_->keeps_gradients()) optimizer_->keep_gradients();
   if (r.synced) {
-    auto grads = unscaled_gradients();
-    update_synced(grads, gradient_norm(grads, device_), r);
+    update_synced(r);
   } else {
     optimizer_->set_lr(schedule_->lr(loop_.step));  // outside the graph: a device tensor the update reads
     if (graphs_ && plan_.faults.nonfinite_grad_at_step != loop_.step + 1)
@@ -109,21 +108,17 @@ std::vector<data::Batch> Trainer::step_batches(StepResult& r) {
 
 // Forward and backward of every micro-batch. The loss is the sum over every predicted token of the
 // step divided by their total count (r.n_pred), so accumulation equals one large batch; fp16
-// scales it by the loss scale. Returns the summed loss and correct predictions (on the device).
-const Trainer::StepSums& Trainer::forward_backward(const std::vector<data::Batch>& micro, StepResult& r,
-                                                   PhaseClock& clock, bool abandon_on_stop) {
+// scales it by the loss scale. The summed loss and correct predictions collect in sums_ (on the device).
+void Trainer::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
+                               bool abandon_on_stop) {
   const bool cuda = device_.is_cuda();
   const double loss_factor = (r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0) * scaler_.scale();
-  if (!sums_.loss.defined()) {
-    auto acc_opts = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
-    sums_ = {torch::zeros({}, acc_opts), torch::zeros({}, acc_opts)};
-  }
   sums_.loss.zero_();
   sums_.correct.zero_();
   for (size_t i = 0; i < micro.size(); ++i) {
     if (abandon_on_stop && !r.stop && stop_requested()) {  // a signal during the step (r.stop: before it)
       r.abandoned = r.stop = true;
-      return sums_;
+      return;
     }
     const auto& b = micro[i];
     // Data parallel: only the last micro-batch's backward all-reduces (its hooks start the buckets).
@@ -141,7 +136,6 @@ const Trainer::StepSums& Trainer::forward_backward(const std::vector<data::Batch
     clock.end(r.timings.backward);  // graphed: forward and backward together
   }
   if (reducer_) reducer_->finish();  // .grad now holds the sum over ranks, identical on every rank
-  return sums_;
 }
 
 void Trainer::micro_step(const MicroInputs& in, double loss_factor, const std::function<void()>& after_forward) {
@@ -188,7 +182,9 @@ void Trainer::update_unsynced() {
 
 // The synced exit: one read-back of the norm, loss and accuracy (of the global batch), then a
 // non-finite step is skipped (fp16: halve the loss scale) or the gradients are clipped and applied.
-void Trainer::update_synced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm, StepResult& r) {
+void Trainer::update_synced(StepResult& r) {
+  const auto grads = unscaled_gradients();
+  const auto norm = gradient_norm(grads, device_);
   std::vector<torch::Tensor> sums = {sums_.loss, sums_.correct};
   dist::sum_over_ranks(*group_, sums, "step loss");  // loss and accuracy of the global batch
   const double inv_pred = r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0;

@@ -173,6 +173,8 @@ void Trainer::setup_model_and_optimizer() {
   ro.bucket_mb = cfg.distributed.bucket_mb;
   reducer_ = dist::make_gradient_reducer(*group_, optimizer_->params(), ro);  // none for a world of one
   schedule_ = std::make_unique<LrSchedule>(cfg.schedule, cfg.optimizer.lr, cfg.train.steps);
+  const auto sum_options = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+  sums_ = {torch::zeros({}, sum_options), torch::zeros({}, sum_options)};  // at fixed addresses: graphs write them
   setup_cuda_graphs();
 }
 

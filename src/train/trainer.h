@@ -160,14 +160,14 @@ class Trainer {
   };
   std::vector<data::Batch> step_batches(StepResult& r);
   // abandon_on_stop: give up between micro-batches when a stop signal arrives (r.abandoned).
-  const StepSums& forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
-                                   bool abandon_on_stop = false);
+  void forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
+                        bool abandon_on_stop = false);
   // One micro-batch on the device: forward, loss, backward (loss scaled by loss_factor), the sums,
   // the gradients accumulated. What a micro-batch's CUDA graph captures.
   void micro_step(const MicroInputs& in, double loss_factor, const std::function<void()>& after_forward = {});
   std::vector<torch::Tensor> unscaled_gradients();
   void update_unsynced();  // gradient norm, clip, non-finite flag, update: no read-back (a graph captures it)
-  void update_synced(std::vector<torch::Tensor>& grads, const torch::Tensor& norm, StepResult& r);
+  void update_synced(StepResult& r);  // norm, loss and accuracy read back; skip, or clip and update
 
   Plan plan_;                                       // as given, train.param_dtype resolved for the device
   torch::Device device_{torch::kCPU};
