@@ -127,8 +127,7 @@ std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
   plan.variant.kernels.bias_in_gemm = !o.separate_bias_add;
   plan.variant.dense_head = o.dense_head;
   plan.sync_timings = o.breakdown;  // on CUDA (the CPU's phases end where they run)
-  auto trainer = std::make_unique<Trainer>(std::move(plan));
-  return trainer;
+  return std::make_unique<Trainer>(std::move(plan));
 }
 
 // Warm-up steps, then the measured steps on the clock.
