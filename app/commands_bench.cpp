@@ -23,8 +23,7 @@ void register_bench_commands(CLI::App& app) {
                     "Peak TFLOP/s for MFU (default: known for H100/H200/A100; none on the CPU)");
   bench->add_flag("--synthetic", o->synthetic, "Random token batches (needs model.vocab_size); no tokenizer or corpus");
   bench->add_option("--rotary", o->rotary,
-                    "auto (fused on CUDA, elementwise on the CPU) | elementwise | fused (one complex multiply) | "
-                    "matrix (naive rotation matrices)")
+                    "auto (fused on CUDA, elementwise on the CPU) | elementwise | fused (one complex multiply)")
       ->capture_default_str();
   bench->add_option("--attention-kernel", o->attention_kernel,
                     "auto (LibTorch's choice) | flash | cudnn | efficient | math: allow only this SDPA kernel")

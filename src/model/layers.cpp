@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/disentangled.h"
+#include "model/kernel_policy.h"
 #include "model/recompute.h"
 #include "model/rotary.h"
 
@@ -24,12 +25,12 @@ torch::nn::LayerNorm layer_norm(int64_t size, double eps) {
 }
 }  // namespace
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool bias_in_gemm) {
-  return bias_in_gemm && x.is_cuda() ? torch::linear(x, weight, bias) : F::linear(x, weight, bias);
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return kernel_policy().bias_in_gemm && x.is_cuda() ? torch::linear(x, weight, bias) : F::linear(x, weight, bias);
 }
 
-torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool bias_in_gemm) {
-  return linear(x, layer->weight, layer->bias, bias_in_gemm);
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return linear(x, layer->weight, layer->bias);
 }
 
 torch::Tensor activation(const torch::Tensor& x, config::Activation act) {
@@ -85,10 +86,9 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
 
 // ---- Self-attention -----------------------------------------------------------------------------
 RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options)
-    : options_(options), attention_(options.model().attention), rotary_impl_(options.kernels().rotary),
+    : options_(options), attention_(options.model().attention),
       rotary_(options.model().position == config::Position::kRotary),
-      disentangled_(options.model().position == config::Position::kDisentangled),
-      fused_qkv_(options.kernels().fused_qkv) {
+      disentangled_(options.model().position == config::Position::kDisentangled) {
   const auto& m = options.model();
   const int64_t H = m.hidden_size;
   query = register_module("query", torch::nn::Linear(H, H));
@@ -117,14 +117,13 @@ torch::Tensor RoFormerSelfAttentionImpl::relative_scores(const torch::Tensor& q,
                                                          const LayerInputs& inputs) {
   const auto& m = options_.model();
   const int64_t N = m.num_heads, D = m.hidden_size / N, R = inputs.rel.size(0);
-  const bool fold = options_.kernels().bias_in_gemm;
   auto rel = F::dropout(inputs.rel, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));  // (R, H)
   auto heads = [&](const torch::Tensor& t) { return t.view({R, N, D}).transpose(0, 1); };  // (N, R, D)
   torch::Tensor pos_key, pos_query;  // (N, R, D); undefined for a term pos_att_type leaves out
   if (m.pos_att_type != config::RelativeTerms::kP2C)
-    pos_key = heads(linear(m.share_att_key ? key : pos_key_proj, rel, fold));
+    pos_key = heads(linear(m.share_att_key ? key : pos_key_proj, rel));
   if (m.pos_att_type != config::RelativeTerms::kC2P)
-    pos_query = heads(linear(m.share_att_key ? query : pos_query_proj, rel, fold));
+    pos_query = heads(linear(m.share_att_key ? query : pos_query_proj, rel));
   return disentangled_scores(q, k, pos_key, pos_query, inputs.rel_index, score_scale());
 }
 
@@ -139,11 +138,8 @@ std::optional<at::Tensor> RoFormerSelfAttentionImpl::attention_bias(const torch:
 
 torch::Tensor RoFormerSelfAttentionImpl::rotate(const torch::Tensor& x, const torch::Tensor& sin_pos,
                                                 const torch::Tensor& cos_pos) const {
-  switch (rotary_impl_) {
-    case RotaryImpl::kFused: return apply_rotary_fused(x, sin_pos, cos_pos, /*seq_dim=*/-2);  // (B, N, T, D)
-    case RotaryImpl::kMatrix: return apply_rotary_matrix(x, sin_pos, cos_pos);
-    case RotaryImpl::kElementwise: break;
-  }
+  if (rotary_impl(x.device()) == RotaryImpl::kFused)
+    return apply_rotary_fused(x, sin_pos, cos_pos, /*seq_dim=*/-2);  // (B, N, T, D)
   return apply_rotary(x, sin_pos, cos_pos);
 }
 
@@ -156,14 +152,14 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const L
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, N, D}).transpose(1, 2); };  // (B, N, T, D)
   torch::Tensor q, k, v;
   bool rotated = false;  // q and k already rotated
-  if (fused_qkv_ && x.is_cuda() && !queries.defined()) {
+  if (kernel_policy().fused_qkv && x.is_cuda() && !queries.defined()) {
     // One GEMM: (B, T, 3H) = x [Wq; Wk; Wv]^T + [bq; bk; bv], viewed as (B, T, 3, N, D). Split and
     // unbind rather than narrow/select: their backward is one cat/stack, not a zero-filled buffer
     // per slice plus the additions.
     auto qkv = torch::linear(x, torch::cat({query->weight, key->weight, value->weight}),
                              torch::cat({query->bias, key->bias, value->bias}))
                    .view({B, T, 3, N, D});
-    if (rotary_ && rotary_impl_ == RotaryImpl::kFused && attention_ == config::Attention::kSoftmax) {
+    if (rotary_ && rotary_impl(x.device()) == RotaryImpl::kFused && attention_ == config::Attention::kSoftmax) {
       // q and k rotated together: one rotation for both (positions along dim 1).
       auto parts = qkv.split_with_sizes({2, 1}, 2);
       auto qk = apply_rotary_fused(parts[0], sin_pos, cos_pos, /*seq_dim=*/1).unbind(2);
@@ -178,10 +174,9 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const L
       v = parts[2].transpose(1, 2);
     }
   } else {
-    const bool fold = options_.kernels().bias_in_gemm;
-    q = heads(linear(query, queries.defined() ? queries : x, fold));
-    k = heads(linear(key, x, fold));
-    v = heads(linear(value, x, fold));
+    q = heads(linear(query, queries.defined() ? queries : x));
+    k = heads(linear(key, x));
+    v = heads(linear(value, x));
   }
   if (options_.model().rotary_value) v = rotate(v, sin_pos, cos_pos);
 
@@ -267,22 +262,21 @@ RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options) : options_(
 
 torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInputs& inputs, const torch::Tensor& queries) {
   const auto& m = options_.model();
-  const bool fold = options_.kernels().bias_in_gemm;
   auto drop = [&](const torch::Tensor& t) {
     return F::dropout(t, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));
   };
   auto ffn = [&](const torch::Tensor& t) {
-    return linear(output_dense, activation(linear(intermediate_dense, t, fold), m.hidden_act), fold);
+    return linear(output_dense, activation(linear(intermediate_dense, t), m.hidden_act));
   };
   const torch::Tensor& u = queries.defined() ? queries : x;  // the residual stream
   if (m.norm == config::Norm::kPre) {
     auto normed_queries = queries.defined() ? attention_layer_norm->forward(queries) : torch::Tensor();
     auto attended = self_attention->forward(attention_layer_norm->forward(x), inputs, normed_queries);
-    auto a = u + drop(linear(attention_dense, attended, fold));
+    auto a = u + drop(linear(attention_dense, attended));
     return a + drop(ffn(output_layer_norm->forward(a)));
   }
   auto attended = self_attention->forward(x, inputs, queries);
-  auto a = attention_layer_norm->forward(u + drop(linear(attention_dense, attended, fold)));
+  auto a = attention_layer_norm->forward(u + drop(linear(attention_dense, attended)));
   return output_layer_norm->forward(a + drop(ffn(a)));
 }
 
@@ -310,7 +304,7 @@ LayerInputs RoFormerEncoderImpl::layer_inputs(const torch::Tensor& x, const torc
   const int64_t T = x.size(1);
   if (embed_positions.defined()) {
     std::tie(inputs.sin_pos, inputs.cos_pos) = rotary_sin_cos(positions_for(T), T);
-    if (options_.kernels().rotary != RotaryImpl::kFused) {  // fused rotates in fp32
+    if (rotary_impl(x.device()) != RotaryImpl::kFused) {  // fused rotates in fp32
       inputs.sin_pos = inputs.sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
       inputs.cos_pos = inputs.cos_pos.to(rotary_dtype(x));
     }
@@ -373,9 +367,8 @@ RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options) : options
 }
 
 torch::Tensor RoFormerLMHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& decoder_weight) {
-  const bool fold = options_.kernels().bias_in_gemm;
-  auto t = layer_norm->forward(activation(linear(dense, h, fold), options_.model().hidden_act));  // (..., E)
-  return linear(t, decoder_weight, bias, fold);  // (..., V)
+  auto t = layer_norm->forward(activation(linear(dense, h), options_.model().hidden_act));  // (..., E)
+  return linear(t, decoder_weight, bias);  // (..., V)
 }
 
 }  // namespace roformer::model

@@ -34,13 +34,13 @@ struct LayerInputs {
   torch::Tensor rel_index;         // (T, T) int64: the row of rel for query i, key j (RelativeIndex::index)
 };
 
-// A Linear layer's forward (Kernels::bias_in_gemm): on CUDA ATen's linear, which folds the
+// A Linear layer's forward (KernelPolicy::bias_in_gemm): on CUDA ATen's linear, which folds the
 // bias into the GEMM (addmm) and under autocast casts it with the weight. nn::Linear::forward
 // (F::linear) runs a matmul and then `output += bias` for 3-D inputs: a separate mixed-dtype
 // (bf16 += fp32) kernel per layer, forward and backward. The CPU keeps F::linear, bit-identical to
 // the reference values.
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool bias_in_gemm);
-torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x, bool bias_in_gemm);
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x);
 
 // gelu (erf), gelu_tanh, relu.
 
@@ -103,10 +103,8 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
   std::optional<at::Tensor> attention_bias(const torch::Tensor& q, const torch::Tensor& k, const LayerInputs& inputs);
   RoFormerOptions options_;
   config::Attention attention_;
-  RotaryImpl rotary_impl_;
   bool rotary_;  // position rotary: q and k (and v with rotary_value) are rotated
   bool disentangled_;  // position disentangled: relative scores enter SDPA as an additive bias
-  bool fused_qkv_;
 };
 TORCH_MODULE(RoFormerSelfAttention);
 

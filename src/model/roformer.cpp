@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "model/kernel_policy.h"
 
 namespace roformer::model {
 
@@ -27,21 +28,6 @@ std::string shape_str(const torch::Tensor& t) {
   return os.str();
 }
 }  // namespace
-
-std::string to_string(RotaryImpl impl) {
-  switch (impl) {
-    case RotaryImpl::kElementwise: return "elementwise";
-    case RotaryImpl::kFused: return "fused";
-    case RotaryImpl::kMatrix: return "matrix";
-  }
-  return "?";
-}
-
-std::optional<RotaryImpl> rotary_impl_named(const std::string& name) {
-  for (auto impl : {RotaryImpl::kElementwise, RotaryImpl::kFused, RotaryImpl::kMatrix})
-    if (to_string(impl) == name) return impl;
-  return std::nullopt;
-}
 
 void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
   TORCH_CHECK(input_ids.is_cpu(), "check_token_ids reads a host tensor, got one on ", input_ids.device());
@@ -130,7 +116,7 @@ RoFormerForMaskedLMImpl::Embedded RoFormerForMaskedLMImpl::embed(const torch::Te
   }
 
   auto x = embeddings->forward(input_ids, token_type_ids);  // (B, T, E)
-  if (embeddings_project) x = linear(embeddings_project, x, options_.kernels().bias_in_gemm);  // (B, T, H)
+  if (embeddings_project) x = linear(embeddings_project, x);  // (B, T, H)
   return {x, mask};
 }
 
@@ -147,7 +133,7 @@ torch::Tensor RoFormerForMaskedLMImpl::head_states(const torch::Tensor& input_id
   // The decoder's absolute positions: the table's first T rows (DeBERTa's z_states: no LayerNorm, no
   // dropout), mapped to H by the embedding projection when E < H.
   auto z = embeddings->position_embeddings->weight.narrow(0, 0, x.size(1));  // (T, E)
-  if (embeddings_project) z = linear(embeddings_project, z, options_.kernels().bias_in_gemm);  // (T, H)
+  if (embeddings_project) z = linear(embeddings_project, z);  // (T, H)
   return encoder->forward_emd(x, mask, z);  // (B, T, H)
 }
 
@@ -162,6 +148,9 @@ torch::Tensor RoFormerForMaskedLMImpl::forward_sparse(const torch::Tensor& input
                                                       const torch::Tensor& token_type_ids) {
   TORCH_CHECK(pred_positions.dim() == 1 && pred_positions.scalar_type() == torch::kLong,
               "pred_positions must be (P,) int64 flat indices into B*T");
+  if (kernel_policy().dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
+    return forward(input_ids, attention_mask, token_type_ids).view({-1, options_.model().vocab_size})
+        .index_select(0, pred_positions);
   auto h = head_states(input_ids, attention_mask, token_type_ids);           // (B, T, H)
   auto picked = h.reshape({-1, h.size(-1)}).index_select(0, pred_positions);  // (P, H)
   return head->forward(picked, embeddings->word_embeddings->weight);         // (P, V)

@@ -47,7 +47,8 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // Dense MLM logits (B, T, V).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         const torch::Tensor& token_type_ids = {});
-  // Sparse MLM logits (P, V) at pred_positions: (P,) int64 flat indices into B*T.
+  // Sparse MLM logits (P, V) at pred_positions: (P,) int64 flat indices into B*T. The head runs at
+  // those P rows only, unless the kernel policy's dense_head (model/kernel_policy.h) asks otherwise.
   torch::Tensor forward_sparse(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                const torch::Tensor& pred_positions, const torch::Tensor& token_type_ids = {});
 

@@ -7,7 +7,6 @@
 // synchronize at every phase boundary (which itself costs a little) to time the phases.
 #include "train/bench.h"
 
-#include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -30,43 +29,14 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "model/flops.h"
+#include "model/kernel_policy.h"
 #include "train/trainer.h"
 
 namespace roformer::train {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Dense (no sparsity) peaks from NVIDIA's data sheets, by the name the driver reports: the H100's
-// three form factors differ (SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
-// the H200 SXM matches the H100 SXM (its gain is memory) and the H200 NVL the H100 NVL. fp32 is
-// the non-tensor-core FP32 rate (LibTorch keeps TF32 off for matmuls by default).
-double known_peak_tflops(const std::string& name, config::Precision precision) {
-  const bool half = precision != config::Precision::kFp32;
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("H100") || has("H200") || has("GH200")) {
-    if (has("PCIe")) return half ? 756.0 : 51.0;
-    if (has("NVL")) return half ? 835.0 : 60.0;
-    return half ? 989.0 : 67.0;  // SXM (H100 SXM5, H200 SXM, GH200)
-  }
-  if (has("A100")) return half ? 312.0 : 19.5;
-  return 0.0;
-}
-
 namespace {
-// Allows only one scaled-dot-product-attention kernel (process-wide LibTorch flags); "auto" leaves
-// LibTorch's choice.
-void restrict_attention_kernel(const std::string& kernel) {
-  if (kernel == "auto") return;
-  static const std::set<std::string> kKernels = {"flash", "cudnn", "efficient", "math"};
-  if (!kKernels.count(kernel))
-    throw Error(fmt::format("--attention-kernel must be auto, flash, cudnn, efficient or math, got '{}'", kernel));
-  auto& context = at::globalContext();
-  context.setSDPUseFlash(kernel == "flash");
-  context.setSDPUseCuDNN(kernel == "cudnn");
-  context.setSDPUseMemEfficient(kernel == "efficient");
-  context.setSDPUseMath(kernel == "math");
-}
-
 // Runs `steps` more training steps under the Kineto profiler (host ops and, on CUDA, kernels and
 // memory copies) and writes a Chrome trace to `path`. Outside the measured window: profiling slows
 // the host side, so it never touches the reported figures.
@@ -100,13 +70,30 @@ void check_bench_options(const TrainBenchOptions& o) {
   if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
-  if (o.rotary != "auto" && !model::rotary_impl_named(o.rotary))
-    throw Error(fmt::format("--rotary must be auto, elementwise, fused or matrix, got '{}'", o.rotary));
+  if (!model::rotary_impl_named(o.rotary))
+    throw Error(fmt::format("--rotary must be auto, elementwise or fused, got '{}'{}", o.rotary,
+                            o.rotary == "matrix" ? " (the naive rotation matrices are no path of the model: "
+                                                   "roformer_model_bench times them as the rotary op alone)"
+                                                 : ""));
+  if (!model::attention_kernel_named(o.attention_kernel))
+    throw Error(fmt::format("--attention-kernel must be auto, flash, cudnn, efficient or math, got '{}'",
+                            o.attention_kernel));
   if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");
   if (o.profile_steps < 1) throw Error(fmt::format("--profile-steps must be at least 1, got {}", o.profile_steps));
 }
 
-// A trainer for the config with the bench's variant, data (prepared or synthetic) and model ready.
+// The flags' alternatives as the process's kernel policy (checked by check_bench_options).
+model::KernelPolicy bench_kernel_policy(const TrainBenchOptions& o) {
+  model::KernelPolicy policy;
+  policy.rotary = *model::rotary_impl_named(o.rotary);
+  policy.fused_qkv = !o.separate_qkv;
+  policy.bias_in_gemm = !o.separate_bias_add;
+  policy.dense_head = o.dense_head;
+  policy.attention = *model::attention_kernel_named(o.attention_kernel);
+  return policy;
+}
+
+// A trainer for the config under the bench's kernel policy, its data (prepared or synthetic) ready.
 std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
   config::Config cfg = config::load_config(o.config_path, o.overrides);  // validated
   setup_logging(cfg.logging.level);
@@ -115,17 +102,12 @@ std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
                 "--set model.vocab_size=" + std::to_string(cfg.tokenizer.vocab_size));
   const std::string run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
 
-  restrict_attention_kernel(o.attention_kernel);
+  model::set_kernel_policy(bench_kernel_policy(o));  // once, before any model is built
   Plan plan;
   plan.cfg = std::move(cfg);
   plan.config_origin = o.config_path;
   plan.run_dir = run_dir;
   plan.synthetic = o.synthetic;
-  plan.variant.auto_rotary = o.rotary == "auto";
-  if (!plan.variant.auto_rotary) plan.variant.kernels.rotary = *model::rotary_impl_named(o.rotary);
-  plan.variant.kernels.fused_qkv = !o.separate_qkv;
-  plan.variant.kernels.bias_in_gemm = !o.separate_bias_add;
-  plan.variant.dense_head = o.dense_head;
   plan.sync_timings = o.breakdown;  // on CUDA (the CPU's phases end where they run)
   return std::make_unique<Trainer>(std::move(plan));
 }
@@ -202,14 +184,15 @@ std::string attention_kernel_used(Trainer& trainer, const TrainBenchOptions& o) 
 json settings_record(Trainer& trainer, const TrainBenchOptions& o) {
   const auto& c = trainer.config();
   const bool cuda = trainer.device().is_cuda();
+  const model::KernelPolicy& policy = model::kernel_policy();
   return {{"device", trainer.device().str()},
           {"precision", config::to_string(c.train.precision)},
           {"param_dtype", config::to_string(c.train.param_dtype)},
           {"data", o.synthetic ? "synthetic" : "prepared"},
-          {"rotary", model::to_string(trainer.model()->options().kernels().rotary)},
-          {"qkv", o.separate_qkv || !cuda ? "separate" : "fused"},
-          {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
-          {"head", o.dense_head ? "dense" : "sparse"},
+          {"rotary", model::to_string(model::rotary_impl(trainer.device()))},
+          {"qkv", policy.fused_qkv && cuda ? "fused" : "separate"},
+          {"bias", policy.bias_in_gemm && cuda ? "in GEMM" : "separate add"},
+          {"head", policy.dense_head ? "dense" : "sparse"},
           {"fused_adamw", trainer.uses_fused_adamw()},
           {"cuda_graph", trainer.cuda_graphs() != nullptr},
           {"attention_backend", attention_kernel_used(trainer, o)},
@@ -230,16 +213,17 @@ json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measuremen
   const int64_t sequences = c.train.batch_size * c.train.grad_accum;
   const double mean_pred = static_cast<double>(m.n_pred) / static_cast<double>(o.steps);
   // The dense head runs the decoder at every position: count it at B*T rows.
-  const double flops = model::mlm_train_flops_per_step(
-      trainer.model()->options(), sequences, c.data.max_seq_len,
-      o.dense_head ? sequences * c.data.max_seq_len : static_cast<int64_t>(std::llround(mean_pred)));
+  const int64_t head_rows =
+      model::kernel_policy().dense_head ? sequences * c.data.max_seq_len : static_cast<int64_t>(std::llround(mean_pred));
+  const double flops =
+      model::mlm_train_flops_per_step(trainer.model()->options(), sequences, c.data.max_seq_len, head_rows);
   const double step_s = m.seconds / static_cast<double>(o.steps);
   const double tflops = flops / step_s / 1e12;
   const std::string device_name = core::device_name(trainer.device());  // the device used, not device 0
   double peak = o.peak_tflops;
   *peak_source = peak > 0 ? "--peak-tflops" : "";
   if (peak <= 0 && cuda) {
-    peak = known_peak_tflops(device_name, c.train.precision);
+    peak = core::known_peak_tflops(device_name, c.train.precision);
     if (peak > 0) *peak_source = "known peak of " + device_name;
   }
   const auto [peak_bytes, memory_kind] = peak_memory(trainer);

@@ -12,17 +12,9 @@
 #include "core/config.h"
 #include "core/faults.h"
 #include "dist/env.h"
-#include "model/options.h"
 #include "train/init_from.h"
 
 namespace roformer::train {
-
-// Options that exist only to measure the cost of a design choice (`roformer bench`).
-struct StepVariant {
-  model::Kernels kernels;     // the model's kernels (model/options.h)
-  bool auto_rotary = true;    // kernels.rotary chosen by the device: fused on CUDA, elementwise on the CPU
-  bool dense_head = false;    // MLM head on all B*T positions, then gathered
-};
 
 struct Plan {
   config::Config cfg;          // validated; train.param_dtype auto is resolved when the device is
@@ -37,7 +29,6 @@ struct Plan {
   // corpus (`roformer bench --synthetic`, tests).
   bool synthetic = false;
   dist::DistEnv env;           // the launcher's ranks (a single process unless torchrun or srun started it)
-  StepVariant variant;
   // A device synchronize at every phase boundary, so StepTimings are exact (`bench --breakdown`;
   // CUDA graphs off).
   bool sync_timings = false;

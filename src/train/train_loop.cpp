@@ -20,7 +20,6 @@
 #include "dist/collectives.h"
 #include "dist/process_group.h"
 #include "model/flops.h"
-#include "train/bench.h"
 #include "train/cadence.h"
 #include "train/metrics_window.h"
 #include "train/progress.h"
@@ -118,7 +117,7 @@ void Trainer::stop_for_failed_write(const std::string& what) {
 
 std::optional<double> Trainer::model_flops_utilization(int64_t n_pred, double ms_per_step) const {
   if (!device_.is_cuda() || ms_per_step <= 0) return std::nullopt;
-  const double peak_tflops = known_peak_tflops(core::device_name(device_), plan_.cfg.train.precision);
+  const double peak_tflops = core::known_peak_tflops(core::device_name(device_), plan_.cfg.train.precision);
   if (peak_tflops <= 0) return std::nullopt;
   const double flops =
       model::mlm_train_flops_per_step(model_->options(), global_batch(), plan_.cfg.data.max_seq_len, n_pred);

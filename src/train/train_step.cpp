@@ -142,10 +142,7 @@ void Trainer::micro_step(const MicroInputs& in, double loss_factor, const std::f
   torch::Tensor logits;
   {
     model::AutocastScope autocast(device_.type(), config::autocast_precision(plan_.cfg));
-    if (plan_.variant.dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
-      logits = compute_->forward(in.ids, in.mask).view({-1, model_->options().model().vocab_size}).index_select(0, in.positions);
-    else
-      logits = compute_->forward_sparse(in.ids, in.mask, in.positions);  // (P, V)
+    logits = compute_->forward_sparse(in.ids, in.mask, in.positions);  // (P, V)
   }
   auto ce = torch::nn::functional::cross_entropy(
       logits.to(torch::kFloat32), in.labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));

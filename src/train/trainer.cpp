@@ -150,12 +150,8 @@ void Trainer::setup_model_and_optimizer() {
                             "take it from the tokenizer", cfg.model.vocab_size, vocab));
   check_memory(vocab);
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
-  // The CUDA fast paths (model/options.h: rotary "fused", fused_qkv); the CPU keeps the reference
-  // element-wise rotation, bit-identical to the golden values.
-  model::Kernels kernels = plan_.variant.kernels;
-  if (plan_.variant.auto_rotary)
-    kernels.rotary = device_.is_cuda() ? model::RotaryImpl::kFused : model::RotaryImpl::kElementwise;
-  model_ = model::RoFormerForMaskedLM(model::RoFormerOptions(cfg.model, vocab).kernels(kernels));
+  // How it computes (rotary form, CUDA fast paths) is the kernel policy's (model/kernel_policy.h).
+  model_ = model::RoFormerForMaskedLM(model::RoFormerOptions(cfg.model, vocab));
   model_->to(device_);
   model_->train();
   spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, embedding {}, {}-LN, {} attention)",

@@ -147,7 +147,7 @@ class Trainer {
   // (a single process), then throws roformer::Error saying what failed, what was kept and how to go on.
   [[noreturn]] void stop_for_failed_write(const std::string& what);
   // MFU of a logging window (model FLOPs per step / mean step time / peak of every rank's device);
-  // none where the device's peak is unknown (the CPU, GPUs absent from known_peak_tflops).
+  // none where the device's peak is unknown (the CPU, GPUs absent from core::known_peak_tflops).
   std::optional<double> model_flops_utilization(int64_t n_pred, double ms_per_step) const;
   void check_finite(const StepResult& r, int64_t last_synced) const;  // throws on a non-finite step
   void log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress);

@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "model/autocast.h"
+#include "model/kernel_policy.h"
 #include "model/roformer.h"
 #include "model_util.h"
 #include "train_step_util.h"
@@ -141,24 +142,26 @@ TEST(GpuStep, FusedQkvAndFusedRotaryMatchTheReferencePath) {
   for (const std::string precision : {"fp32", "bf16"}) {
     SCOPED_TRACE(precision);
     const roformer::config::ModelConfig m = roformer::test::two_layer_model_config(128, 4, 256, 64);
-    RoFormerOptions reference_options(m, 300), fast_options(m, 300);
-    reference_options.kernels(Kernels{RotaryImpl::kElementwise, /*fused_qkv=*/false, /*bias_in_gemm=*/false});
-    fast_options.kernels(Kernels{RotaryImpl::kFused, /*fused_qkv=*/true, /*bias_in_gemm=*/true});
+    KernelPolicy reference_policy, fast_policy;  // the fast one is the default
+    reference_policy.rotary = RotaryImpl::kElementwise;
+    reference_policy.fused_qkv = false;
+    reference_policy.bias_in_gemm = false;
     torch::manual_seed(5);
-    RoFormerForMaskedLM reference(reference_options);
+    RoFormerForMaskedLM reference(RoFormerOptions(m, 300));
     torch::manual_seed(5);
-    RoFormerForMaskedLM fast(fast_options);
+    RoFormerForMaskedLM fast(RoFormerOptions(m, 300));
     reference->to(torch::kCUDA);
     fast->to(torch::kCUDA);
     auto ids = torch::randint(5, 300, {4, 48}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
-    auto run = [&](RoFormerForMaskedLM& m) {
+    auto run = [&](RoFormerForMaskedLM& m, const KernelPolicy& policy) {
+      const ScopedKernelPolicy scoped(policy);
       AutocastScope autocast(torch::kCUDA, precision == "bf16" ? roformer::config::Precision::kBf16
                                                                : roformer::config::Precision::kFp32);
       auto logits = m->forward(ids, {}, {});
       logits.to(torch::kFloat).pow(2).mean().backward();
       return logits.to(torch::kFloat);
     };
-    auto a = run(reference), b = run(fast);
+    auto a = run(reference, reference_policy), b = run(fast, fast_policy);
     const double logit_diff = (a - b).abs().max().item<double>(), logit_scale = a.abs().max().item<double>();
     double worst_grad = 0;
     auto pa = reference->parameters(), pb = fast->parameters();

@@ -1,10 +1,13 @@
-// The code keeps its shape (issues 14, 23): no function in src/ longer than kMaxLines, except the
-// declarative tables listed below. A newcomer reads the trainer as a list of calls; a function that
-// grows past the limit is split where it has parts, not exempted.
+// The code keeps its shape (issues 14, 23, 37): no function in src/ longer than kMaxLines, except the
+// declarative tables listed below. A newcomer reads the training run as a list of calls; a function
+// that grows past the limit is split where it has parts, not exempted. The bench's switches stay the
+// bench's: only the bench includes train/bench.h, and the kernel policy is read where a choice is
+// made, never threaded through the model as a member or parameter.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -111,6 +114,122 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
     }
   }
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
+}
+
+// Every .h and .cpp below src/, with its path relative to src/ ("train/bench.cpp").
+std::vector<std::pair<std::string, fs::path>> sources() {
+  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
+  std::vector<std::pair<std::string, fs::path>> out;
+  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+    const auto ext = entry.path().extension();
+    if (ext == ".h" || ext == ".cpp") out.emplace_back(fs::relative(entry.path(), src).generic_string(), entry.path());
+  }
+  return out;
+}
+
+// A line without its // comment and with its string literals emptied (escapes aside: none of the
+// names looked for here is spelled in a string with an escaped quote).
+std::string code_of(const std::string& line) {
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (!in_string && line.compare(i, 2, "//") == 0) break;
+    if (line[i] == '"' && (i == 0 || line[i - 1] != '\\')) in_string = !in_string;
+    if (!in_string && line[i] != '"') out += line[i];
+  }
+  return out;
+}
+
+TEST(Structure, OnlyTheBenchIncludesBenchH) {
+  int scanned = 0;
+  for (const auto& [name, path] : sources()) {
+    ++scanned;
+    if (name == "train/bench.cpp") continue;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      EXPECT_EQ(line.find("#include \"train/bench.h\""), std::string::npos)
+          << name << " includes train/bench.h: what the run shares with the bench belongs elsewhere "
+             "(core/device.h holds the device peaks)";
+  }
+  EXPECT_GT(scanned, 100);
+}
+
+// The entries of struct KernelPolicy in model/kernel_policy.h: {type, name}.
+using PolicyEntries = std::vector<std::pair<std::string, std::string>>;
+PolicyEntries kernel_policy_entries(const fs::path& header) {
+  std::ifstream in(header);
+  PolicyEntries out;
+  bool inside = false;
+  const std::regex field(R"(^\s+(\w+)\s+(\w+)\s*=)");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("struct KernelPolicy {", 0) == 0) inside = true;
+    else if (inside && line.rfind("};", 0) == 0) break;
+    std::smatch m;
+    const std::string code = code_of(line);
+    if (inside && std::regex_search(code, m, field)) out.emplace_back(m[1], m[2]);
+  }
+  return out;
+}
+
+// The lines of `file` that carry a kernel policy entry as a value of their own: a member or
+// parameter of the entry's enum type or, for a bool entry, of its name; the policy itself
+// (KernelPolicy) or the old per-model struct (Kernels) passed around.
+std::vector<std::string> policy_threading(const fs::path& file, const PolicyEntries& entries) {
+  std::vector<std::regex> patterns = {std::regex(R"(\bKernels?\b|\bKernelPolicy\b|\bkernels\(\))")};
+  for (const auto& [type, name] : entries)
+    patterns.emplace_back(type == "bool" ? R"(\bbool\s+)" + name + R"(_?\b)" : R"(\b)" + type + R"(\s*&?\s+\w)");
+  std::ifstream in(file);
+  std::vector<std::string> found;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    const std::string code = code_of(line);
+    for (const auto& p : patterns)
+      if (std::regex_search(code, p)) {
+        found.push_back(std::to_string(line_no) + ": " + line);
+        break;
+      }
+  }
+  return found;
+}
+
+// The kernel policy is read at the call sites (kernel_policy().entry), not passed through
+// RoFormerOptions, a constructor or a member: outside model/kernel_policy.* and the bench that sets
+// it, no source holds an entry of its own. A new entry is checked without touching this test.
+TEST(Structure, TheKernelPolicyIsReadNotThreaded) {
+  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
+  const auto entries = kernel_policy_entries(src / "model" / "kernel_policy.h");
+  ASSERT_GE(entries.size(), 5u) << "struct KernelPolicy's entries not found: has its layout changed?";
+  int readers = 0;
+  for (const auto& [name, path] : sources()) {
+    if (name.rfind("model/kernel_policy.", 0) == 0 || name.rfind("train/bench.", 0) == 0) continue;
+    for (const auto& line : policy_threading(path, entries))
+      ADD_FAILURE() << name << ":" << line << "\n  read the entry where it matters: kernel_policy()."
+                    << "ENTRY (model/kernel_policy.h)";
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    readers += text.find("kernel_policy().") != std::string::npos || text.find("rotary_impl(") != std::string::npos;
+  }
+  EXPECT_GE(readers, 2) << "the model no longer reads the kernel policy?";
+}
+
+// The checker itself: the threading that issue 37 removed is found; reading the policy is not.
+TEST(Structure, TheKernelPolicyCheckerFindsThreading) {
+  roformer::test::TempDir tmp;
+  const std::string path = tmp.str("layer.h");
+  roformer::test::write_file(path,
+                             "struct Options { Kernels kernels; };\n"
+                             "torch::Tensor linear(const torch::Tensor& x, bool bias_in_gemm);\n"
+                             "  RotaryImpl rotary_impl_;\n"
+                             "  bool fused_qkv_;  // cached\n"
+                             "  if (kernel_policy().fused_qkv && rotary_impl(x.device()) == RotaryImpl::kFused) {}\n"
+                             "  spdlog::info(\"bool dense_head\");  // bool bias_in_gemm\n");
+  const PolicyEntries entries = {
+      {"RotaryImpl", "rotary"}, {"bool", "fused_qkv"}, {"bool", "bias_in_gemm"}, {"bool", "dense_head"}};
+  const auto found = policy_threading(path, entries);
+  ASSERT_EQ(found.size(), 4u) << ::testing::PrintToString(found);
+  EXPECT_EQ(found[0].substr(0, 2), "1:");
+  EXPECT_EQ(found[3].substr(0, 2), "4:");
 }
 
 }  // namespace
