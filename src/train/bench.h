@@ -1,5 +1,5 @@
-// `roformer bench -c CONFIG`: training throughput of the real training step (the same
-// Trainer::train_step as `roformer train`) on the config's data or on synthetic batches. Reports
+// `roformer bench -c CONFIG`: training throughput of the real training step (the same TrainStep as
+// `roformer train`, train/step.h) on the config's data or on synthetic batches. Reports
 // tokens/s, ms/step with a per-phase breakdown, model FLOPs per step, achieved TFLOP/s, MFU and
 // peak memory. A program that prints figures, never a test with a time limit.
 #pragma once
@@ -30,7 +30,7 @@ struct TrainBenchOptions {
   int64_t profile_steps = 3;
 };
 
-// Throws roformer::Error for user mistakes. Returns the process exit code.
-int run_train_benchmark(const TrainBenchOptions& options);
+// Prints the figures; throws roformer::Error for user mistakes.
+void run_train_benchmark(const TrainBenchOptions& options);
 
 }  // namespace roformer::train
