@@ -73,7 +73,7 @@ int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
 
 }  // namespace
 
-int run_eval(const EvalRequest& req) {
+void run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
@@ -130,7 +130,6 @@ int run_eval(const EvalRequest& req) {
                           {"tokens_per_s", tokens_per_s}, {"seconds", r.seconds}};
     std::cout << rec.dump() << std::endl;
   }
-  return 0;
 }
 
 }  // namespace roformer::tools
