@@ -3,6 +3,7 @@
 // grows past the limit is split where it has parts, not exempted.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -111,6 +112,34 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
     }
   }
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
+}
+
+// The run directory's names are spelled once (checkpoint/run_layout.h; a checkpoint's own files in
+// checkpoint/files.h, the tokenizer's in data/tokenizer.h): every reader and writer asks the layout,
+// so a renamed file cannot leave one reader behind. Tests may spell them: they check the contract.
+TEST(Structure, TheRunDirectoryLayoutIsNamedInOneFile) {
+  const std::vector<std::string> names = {"checkpoints", "latest", "metrics.jsonl", "config.yaml", "train.log",
+                                          "tokenizer.model", "tensorboard", ".lock"};
+  const std::vector<std::string> homes = {"run_layout.h", "files.h", "tokenizer.h"};
+  int scanned = 0;
+  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
+  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+    const auto ext = entry.path().extension();
+    if (ext != ".cpp" && ext != ".h") continue;
+    if (std::find(homes.begin(), homes.end(), entry.path().filename().string()) != homes.end()) continue;
+    ++scanned;
+    std::ifstream in(entry.path());
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      const std::string code = line.substr(0, line.find("//"));
+      for (const auto& name : names)
+        EXPECT_EQ(code.find('"' + name + '"'), std::string::npos)
+            << entry.path().string() << ":" << line_no << " spells \"" << name
+            << "\": use checkpoint::RunLayout (checkpoint/run_layout.h)";
+    }
+  }
+  EXPECT_GT(scanned, 100) << "too few sources found under " << src;
 }
 
 }  // namespace
