@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,12 +90,12 @@ TEST(Structure, TheScannerMeasuresFunctions) {
   EXPECT_EQ(found[0].length, 124);  // lines 3 to 126: signature (2), body (121), "}"
 }
 
-// std::filesystem::remove_all may bind to the pip LibTorch's broken copy (core/file.h): folders are
-// removed through roformer::core::remove_tree only. Comments may name it; code may not call it.
-TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
-  const std::string call = std::string("remove_all") + "(";  // not written whole: this file would match
+// Calls visit(path, line number, code) for every line of the C++/CUDA sources under `folders`, with
+// its // comment cut off; returns how many files it read.
+int for_each_code_line(const std::vector<std::string>& folders,
+                       const std::function<void(const fs::path&, int, const std::string&)>& visit) {
   int scanned = 0;
-  for (const char* folder : {"src", "app", "bench", "tests"}) {
+  for (const auto& folder : folders) {
     const fs::path root = fs::path(roformer::test::source_dir()) / folder;
     if (!fs::is_directory(root)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root)) {
@@ -103,14 +104,21 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
       ++scanned;
       std::ifstream in(entry.path());
       int line_no = 0;
-      for (std::string line; std::getline(in, line);) {
-        ++line_no;
-        const std::string code = line.substr(0, line.find("//"));
-        EXPECT_EQ(code.find(call), std::string::npos)
-            << entry.path().string() << ":" << line_no << " calls remove_all; use roformer::core::remove_tree";
-      }
+      for (std::string line; std::getline(in, line);) visit(entry.path(), ++line_no, line.substr(0, line.find("//")));
     }
   }
+  return scanned;
+}
+
+// std::filesystem::remove_all may bind to the pip LibTorch's broken copy (core/file.h): folders are
+// removed through roformer::core::remove_tree only. Comments may name it; code may not call it.
+TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
+  const std::string call = std::string("remove_all") + "(";  // not written whole: this file would match
+  const int scanned = for_each_code_line({"src", "app", "bench", "tests"}, [&](const fs::path& file, int line,
+                                                                               const std::string& code) {
+    EXPECT_EQ(code.find(call), std::string::npos)
+        << file.string() << ":" << line << " calls remove_all; use roformer::core::remove_tree";
+  });
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
 }
 
@@ -121,25 +129,14 @@ TEST(Structure, TheRunDirectoryLayoutIsNamedInOneFile) {
   const std::vector<std::string> names = {"checkpoints", "latest", "metrics.jsonl", "config.yaml", "train.log",
                                           "tokenizer.model", "tensorboard", ".lock"};
   const std::vector<std::string> homes = {"run_layout.h", "files.h", "tokenizer.h"};
-  int scanned = 0;
-  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
-  for (const auto& entry : fs::recursive_directory_iterator(src)) {
-    const auto ext = entry.path().extension();
-    if (ext != ".cpp" && ext != ".h") continue;
-    if (std::find(homes.begin(), homes.end(), entry.path().filename().string()) != homes.end()) continue;
-    ++scanned;
-    std::ifstream in(entry.path());
-    int line_no = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++line_no;
-      const std::string code = line.substr(0, line.find("//"));
-      for (const auto& name : names)
-        EXPECT_EQ(code.find('"' + name + '"'), std::string::npos)
-            << entry.path().string() << ":" << line_no << " spells \"" << name
-            << "\": use checkpoint::RunLayout (checkpoint/run_layout.h)";
-    }
-  }
-  EXPECT_GT(scanned, 100) << "too few sources found under " << src;
+  const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
+    if (std::find(homes.begin(), homes.end(), file.filename().string()) != homes.end()) return;
+    for (const auto& name : names)
+      EXPECT_EQ(code.find('"' + name + '"'), std::string::npos)
+          << file.string() << ":" << line << " spells \"" << name
+          << "\": use checkpoint::RunLayout (checkpoint/run_layout.h)";
+  });
+  EXPECT_GT(scanned, 100) << "too few sources found under src/";
 }
 
 }  // namespace
