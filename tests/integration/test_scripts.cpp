@@ -1,7 +1,8 @@
 // The scripts a user runs beside the CLI: scripts/compare_positions.sh (position schemes trained at
 // an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file, a
 // PNG, and runs that TensorBoard's HParams tab compares), on a tiny model and a synthetic corpus
-// so it runs in seconds; and scripts/setup.sh's handling of a failed configure.
+// so it runs in seconds; scripts/setup.sh's handling of a failed configure; and the commands that
+// look at a run (plot_metrics.py, tensorboard.sh) from the project's venv.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -154,4 +155,38 @@ TEST(SetupScript, AFailedConfigureLeavesNothingThatBreaksTheNextRun) {
   EXPECT_NE(half.output.find("rm -rf " + build + "/CMakeCache.txt " + build + "/CMakeFiles"), std::string::npos)
       << half.output;
   EXPECT_EQ(read_file(build + "/CMakeCache.txt"), "half");
+}
+
+// After `make demo` alone, README's commands to look at a run work whatever Python is on PATH:
+// plot_metrics.py runs itself again under the venv's Python when the caller's lacks matplotlib, and
+// tensorboard.sh runs the venv's TensorBoard. A venv that is missing is named with what to run.
+TEST(LookAtARun, PlotAndTensorBoardUseTheProjectVenv) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_file(tmp.str("metrics.jsonl"),
+             "{\"type\":\"train\",\"step\":10,\"loss\":7.0,\"loss_avg\":7.2,\"accuracy\":0.02,\"lr\":0.001}\n"
+             "{\"type\":\"eval\",\"step\":10,\"loss\":6.9,\"accuracy\":0.03}\n");
+  const std::string venv = fs::path(python()).parent_path().parent_path().string();
+  const std::string env = "ROFORMER_VENV=" + venv + " ";
+  // /usr/bin/python3 stands for a Python without the project's packages (Debian's has no matplotlib).
+  const std::string system_python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  auto plot = run_command(env + system_python + " " + source_dir() + "/scripts/plot_metrics.py " +
+                          tmp.str("metrics.jsonl"));
+  EXPECT_EQ(plot.exit_code, 0) << plot.output;
+  EXPECT_GT(fs::exists(tmp.str("metrics.png")) ? fs::file_size(tmp.str("metrics.png")) : 0u, 1000u) << plot.output;
+  auto tb = run_command(env + "bash " + source_dir() + "/scripts/tensorboard.sh --version_tb");
+  EXPECT_EQ(tb.exit_code, 0) << tb.output;
+  EXPECT_NE(tb.output.find('.'), std::string::npos) << "a version number: " << tb.output;
+
+  auto missing = run_command("ROFORMER_VENV=" + tmp.str("no-venv") + " bash " + source_dir() +
+                             "/scripts/tensorboard.sh --logdir x");
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("run `make demo`"), std::string::npos) << missing.output;
+  if (system_python == "/usr/bin/python3" &&
+      run_command("/usr/bin/python3 -c 'import matplotlib'").exit_code != 0) {  // the re-run is what plots
+    missing = run_command("ROFORMER_VENV=" + tmp.str("no-venv") + " /usr/bin/python3 " + source_dir() +
+                          "/scripts/plot_metrics.py " + tmp.str("metrics.jsonl"));
+    EXPECT_EQ(missing.exit_code, 1) << missing.output;
+    EXPECT_NE(missing.output.find("run `make demo`"), std::string::npos) << missing.output;
+  }
 }
