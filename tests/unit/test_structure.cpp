@@ -5,9 +5,12 @@
 // made, never threaded through the model as a member or parameter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,12 +94,12 @@ TEST(Structure, TheScannerMeasuresFunctions) {
   EXPECT_EQ(found[0].length, 124);  // lines 3 to 126: signature (2), body (121), "}"
 }
 
-// std::filesystem::remove_all may bind to the pip LibTorch's broken copy (core/file.h): folders are
-// removed through roformer::core::remove_tree only. Comments may name it; code may not call it.
-TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
-  const std::string call = std::string("remove_all") + "(";  // not written whole: this file would match
+// Calls visit(path, line number, code) for every line of the C++/CUDA sources under `folders`, with
+// its // comment cut off; returns how many files it read.
+int for_each_code_line(const std::vector<std::string>& folders,
+                       const std::function<void(const fs::path&, int, const std::string&)>& visit) {
   int scanned = 0;
-  for (const char* folder : {"src", "app", "bench", "tests"}) {
+  for (const auto& folder : folders) {
     const fs::path root = fs::path(roformer::test::source_dir()) / folder;
     if (!fs::is_directory(root)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root)) {
@@ -105,131 +108,131 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
       ++scanned;
       std::ifstream in(entry.path());
       int line_no = 0;
-      for (std::string line; std::getline(in, line);) {
-        ++line_no;
-        const std::string code = line.substr(0, line.find("//"));
-        EXPECT_EQ(code.find(call), std::string::npos)
-            << entry.path().string() << ":" << line_no << " calls remove_all; use roformer::core::remove_tree";
-      }
+      for (std::string line; std::getline(in, line);) visit(entry.path(), ++line_no, line.substr(0, line.find("//")));
     }
   }
+  return scanned;
+}
+
+// std::filesystem::remove_all may bind to the pip LibTorch's broken copy (core/file.h): folders are
+// removed through roformer::core::remove_tree only. Comments may name it; code may not call it.
+TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
+  const std::string call = std::string("remove_all") + "(";  // not written whole: this file would match
+  const int scanned = for_each_code_line({"src", "app", "bench", "tests"}, [&](const fs::path& file, int line,
+                                                                               const std::string& code) {
+    EXPECT_EQ(code.find(call), std::string::npos)
+        << file.string() << ":" << line << " calls remove_all; use roformer::core::remove_tree";
+  });
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
 }
 
-// Every .h and .cpp below src/, with its path relative to src/ ("train/bench.cpp").
-std::vector<std::pair<std::string, fs::path>> sources() {
-  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
-  std::vector<std::pair<std::string, fs::path>> out;
-  for (const auto& entry : fs::recursive_directory_iterator(src)) {
-    const auto ext = entry.path().extension();
-    if (ext == ".h" || ext == ".cpp") out.emplace_back(fs::relative(entry.path(), src).generic_string(), entry.path());
-  }
-  return out;
-}
-
-// A line without its // comment and with its string literals emptied (escapes aside: none of the
-// names looked for here is spelled in a string with an escaped quote).
-std::string code_of(const std::string& line) {
-  std::string out;
-  bool in_string = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    if (!in_string && line.compare(i, 2, "//") == 0) break;
-    if (line[i] == '"' && (i == 0 || line[i - 1] != '\\')) in_string = !in_string;
-    if (!in_string && line[i] != '"') out += line[i];
-  }
-  return out;
+// The path of a source below src/ ("train/bench.cpp").
+std::string src_relative(const fs::path& file) {
+  return fs::relative(file, fs::path(roformer::test::source_dir()) / "src").generic_string();
 }
 
 TEST(Structure, OnlyTheBenchIncludesBenchH) {
-  int scanned = 0;
-  for (const auto& [name, path] : sources()) {
-    ++scanned;
-    if (name == "train/bench.cpp") continue;
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);)
-      EXPECT_EQ(line.find("#include \"train/bench.h\""), std::string::npos)
-          << name << " includes train/bench.h: what the run shares with the bench belongs elsewhere "
-             "(core/device.h holds the device peaks)";
-  }
+  const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
+    if (src_relative(file) == "train/bench.cpp") return;
+    EXPECT_EQ(code.find("#include \"train/bench.h\""), std::string::npos)
+        << file.string() << ":" << line << " includes train/bench.h: what the run shares with the bench belongs "
+        << "elsewhere (core/device.h holds the device peaks)";
+  });
   EXPECT_GT(scanned, 100);
+}
+
+// A code line with its string literals emptied (no name looked for below is spelled in a string
+// with an escaped quote).
+std::string without_strings(const std::string& code) {
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (code[i] == '"' && (i == 0 || code[i - 1] != '\\')) in_string = !in_string;
+    else if (!in_string) out += code[i];
+  }
+  return out;
 }
 
 // The entries of struct KernelPolicy in model/kernel_policy.h: {type, name}.
 using PolicyEntries = std::vector<std::pair<std::string, std::string>>;
-PolicyEntries kernel_policy_entries(const fs::path& header) {
-  std::ifstream in(header);
+PolicyEntries kernel_policy_entries() {
   PolicyEntries out;
-  bool inside = false;
+  bool inside = false, done = false;
   const std::regex field(R"(^\s+(\w+)\s+(\w+)\s*=)");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("struct KernelPolicy {", 0) == 0) inside = true;
-    else if (inside && line.rfind("};", 0) == 0) break;
+  for_each_code_line({"src/model"}, [&](const fs::path& file, int, const std::string& code) {
+    if (file.filename() != "kernel_policy.h" || done) return;
+    if (code.rfind("struct KernelPolicy {", 0) == 0) inside = true;
+    else if (inside && code.rfind("};", 0) == 0) done = true;
     std::smatch m;
-    const std::string code = code_of(line);
-    if (inside && std::regex_search(code, m, field)) out.emplace_back(m[1], m[2]);
-  }
+    if (inside && !done && std::regex_search(code, m, field)) out.emplace_back(m[1], m[2]);
+  });
   return out;
 }
 
-// The lines of `file` that carry a kernel policy entry as a value of their own: a member or
-// parameter of the entry's enum type or, for a bool entry, of its name; the policy itself
-// (KernelPolicy) or the old per-model struct (Kernels) passed around.
-std::vector<std::string> policy_threading(const fs::path& file, const PolicyEntries& entries) {
+// What carries a kernel policy entry as a value of its own: a member or parameter of the entry's
+// enum type or, for a bool entry, of its name; the policy itself (KernelPolicy) or the old
+// per-model struct (Kernels) passed around.
+std::vector<std::regex> policy_threading_patterns(const PolicyEntries& entries) {
   std::vector<std::regex> patterns = {std::regex(R"(\bKernels?\b|\bKernelPolicy\b|\bkernels\(\))")};
   for (const auto& [type, name] : entries)
     patterns.emplace_back(type == "bool" ? R"(\bbool\s+)" + name + R"(_?\b)" : R"(\b)" + type + R"(\s*&?\s+\w)");
-  std::ifstream in(file);
-  std::vector<std::string> found;
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    const std::string code = code_of(line);
-    for (const auto& p : patterns)
-      if (std::regex_search(code, p)) {
-        found.push_back(std::to_string(line_no) + ": " + line);
-        break;
-      }
-  }
-  return found;
+  return patterns;
+}
+
+bool threads_policy(const std::string& code, const std::vector<std::regex>& patterns) {
+  const std::string bare = without_strings(code);
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::regex& p) { return std::regex_search(bare, p); });
 }
 
 // The kernel policy is read at the call sites (kernel_policy().entry), not passed through
 // RoFormerOptions, a constructor or a member: outside model/kernel_policy.* and the bench that sets
 // it, no source holds an entry of its own. A new entry is checked without touching this test.
 TEST(Structure, TheKernelPolicyIsReadNotThreaded) {
-  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
-  const auto entries = kernel_policy_entries(src / "model" / "kernel_policy.h");
+  const auto entries = kernel_policy_entries();
   ASSERT_GE(entries.size(), 5u) << "struct KernelPolicy's entries not found: has its layout changed?";
-  int readers = 0;
-  for (const auto& [name, path] : sources()) {
-    if (name.rfind("model/kernel_policy.", 0) == 0 || name.rfind("train/bench.", 0) == 0) continue;
-    for (const auto& line : policy_threading(path, entries))
-      ADD_FAILURE() << name << ":" << line << "\n  read the entry where it matters: kernel_policy()."
-                    << "ENTRY (model/kernel_policy.h)";
-    std::ifstream in(path);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    readers += text.find("kernel_policy().") != std::string::npos || text.find("rotary_impl(") != std::string::npos;
-  }
-  EXPECT_GE(readers, 2) << "the model no longer reads the kernel policy?";
+  const auto patterns = policy_threading_patterns(entries);
+  std::set<std::string> readers;
+  for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
+    const std::string name = src_relative(file);
+    if (name.rfind("model/kernel_policy.", 0) == 0 || name.rfind("train/bench.", 0) == 0) return;
+    if (code.find("kernel_policy().") != std::string::npos || code.find("rotary_impl(") != std::string::npos)
+      readers.insert(name);
+    EXPECT_FALSE(threads_policy(code, patterns))
+        << name << ":" << line << " " << code << "\n  read the entry where it matters: kernel_policy().ENTRY "
+        << "(model/kernel_policy.h)";
+  });
+  EXPECT_GE(readers.size(), 2u) << "the model no longer reads the kernel policy?";
 }
 
 // The checker itself: the threading that issue 37 removed is found; reading the policy is not.
 TEST(Structure, TheKernelPolicyCheckerFindsThreading) {
-  roformer::test::TempDir tmp;
-  const std::string path = tmp.str("layer.h");
-  roformer::test::write_file(path,
-                             "struct Options { Kernels kernels; };\n"
-                             "torch::Tensor linear(const torch::Tensor& x, bool bias_in_gemm);\n"
-                             "  RotaryImpl rotary_impl_;\n"
-                             "  bool fused_qkv_;  // cached\n"
-                             "  if (kernel_policy().fused_qkv && rotary_impl(x.device()) == RotaryImpl::kFused) {}\n"
-                             "  spdlog::info(\"bool dense_head\");  // bool bias_in_gemm\n");
-  const PolicyEntries entries = {
-      {"RotaryImpl", "rotary"}, {"bool", "fused_qkv"}, {"bool", "bias_in_gemm"}, {"bool", "dense_head"}};
-  const auto found = policy_threading(path, entries);
-  ASSERT_EQ(found.size(), 4u) << ::testing::PrintToString(found);
-  EXPECT_EQ(found[0].substr(0, 2), "1:");
-  EXPECT_EQ(found[3].substr(0, 2), "4:");
+  const auto patterns = policy_threading_patterns(
+      {{"RotaryImpl", "rotary"}, {"bool", "fused_qkv"}, {"bool", "bias_in_gemm"}, {"bool", "dense_head"}});
+  EXPECT_TRUE(threads_policy("struct Options { Kernels kernels; };", patterns));
+  EXPECT_TRUE(threads_policy("torch::Tensor linear(const torch::Tensor& x, bool bias_in_gemm);", patterns));
+  EXPECT_TRUE(threads_policy("  RotaryImpl rotary_impl_;", patterns));
+  EXPECT_TRUE(threads_policy("  bool fused_qkv_;", patterns));
+  EXPECT_TRUE(threads_policy("  void set(const KernelPolicy& p);", patterns));
+  EXPECT_FALSE(threads_policy("  if (kernel_policy().fused_qkv && rotary_impl(x.device()) == RotaryImpl::kFused) {}",
+                              patterns));
+  EXPECT_FALSE(threads_policy("  spdlog::info(\"bool dense_head\");", patterns));
+}
+
+// The run directory's names are spelled once (checkpoint/run_layout.h; a checkpoint's own files in
+// checkpoint/files.h, the tokenizer's in data/tokenizer.h): every reader and writer asks the layout,
+// so a renamed file cannot leave one reader behind. Tests may spell them: they check the contract.
+TEST(Structure, TheRunDirectoryLayoutIsNamedInOneFile) {
+  const std::vector<std::string> names = {"checkpoints", "latest", "metrics.jsonl", "config.yaml", "train.log",
+                                          "tokenizer.model", "tensorboard", ".lock"};
+  const std::vector<std::string> homes = {"run_layout.h", "files.h", "tokenizer.h"};
+  const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
+    if (std::find(homes.begin(), homes.end(), file.filename().string()) != homes.end()) return;
+    for (const auto& name : names)
+      EXPECT_EQ(code.find('"' + name + '"'), std::string::npos)
+          << file.string() << ":" << line << " spells \"" << name
+          << "\": use checkpoint::RunLayout (checkpoint/run_layout.h)";
+  });
+  EXPECT_GT(scanned, 100) << "too few sources found under src/";
 }
 
 }  // namespace
