@@ -113,4 +113,32 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
 }
 
+// The position scheme is chosen once (issue 37): model.position's values are compared only where
+// the config names them, where the scheme is looked up (model/position.cpp) and where a Hugging Face
+// family says which scheme it computes (src/hf/). Everything else asks the scheme, so a new scheme
+// touches its own files and these places, not the layers, the exporter or --init-from.
+TEST(Structure, ThePositionSchemeIsChosenInOnePlace) {
+  const fs::path root = roformer::test::source_dir();
+  const std::string use = std::string("Position::") + "k";  // not written whole: this file would match
+  int scanned = 0;
+  for (const char* folder : {"src", "app"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / folder)) {
+      const auto ext = entry.path().extension();
+      if (ext != ".cpp" && ext != ".h" && ext != ".cu") continue;
+      const std::string rel = entry.path().lexically_relative(root).generic_string();
+      ++scanned;
+      if (rel.rfind("src/core/config.", 0) == 0 || rel == "src/model/position.cpp" || rel.rfind("src/hf/", 0) == 0)
+        continue;
+      std::ifstream in(entry.path());
+      int line_no = 0;
+      for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        EXPECT_EQ(line.substr(0, line.find("//")).find(use), std::string::npos)
+            << rel << ":" << line_no << " branches on model.position; ask the position scheme (model/position.h)";
+      }
+    }
+  }
+  EXPECT_GT(scanned, 100) << "too few sources found under " << root;
+}
+
 }  // namespace
