@@ -12,7 +12,8 @@ namespace roformer::app {
 void register_bench_commands(CLI::App& app) {
   auto o = std::make_shared<train::TrainBenchOptions>();
   auto* bench = app.add_subcommand(
-      "bench", "Benchmarks that print figures: `bench -c CONFIG` times training steps (tokens/s, MFU); `bench data`");
+      "bench", "Benchmarks that print figures: `bench -c CONFIG` times training steps (tokens/s, MFU), `bench data` "
+                 "the data pipeline (prepare and loader tokens/s)");
   bench->require_subcommand(0, 1);
   bench->add_option("-c,--config", o->config_path, "YAML config to benchmark (the same step as `roformer train`)");
   bench->add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");

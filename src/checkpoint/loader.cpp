@@ -16,6 +16,7 @@
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
 #include "checkpoint/meta.h"
+#include "checkpoint/run_layout.h"
 #include "model/size.h"
 
 namespace roformer::checkpoint {
@@ -54,7 +55,7 @@ bool is_checkpoint_dir(const std::string& path) {
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device) {
   if (is_checkpoint_dir(path)) return load_checkpoint_dir(path, device);
   constexpr int kAttempts = 5;
-  const std::string checkpoints = (fs::path(path) / "checkpoints").string();
+  const std::string checkpoints = RunLayout(path).checkpoints();
   for (int attempt = 1;; ++attempt) {
     std::string dir;
     const auto listed = list_checkpoints(checkpoints);

@@ -17,6 +17,7 @@
 #include "core/json_read.h"
 #include "core/hash.h"
 #include "checkpoint/files.h"
+#include "checkpoint/run_layout.h"
 
 namespace roformer::checkpoint {
 namespace fs = std::filesystem;
@@ -24,7 +25,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kManifest = files::kManifest;
-constexpr const char* kLatest = "latest";
 
 bool parse_step_name(const std::string& name, int64_t* step) {
   if (name.rfind("step_", 0) != 0 || name.size() <= 5) return false;
@@ -81,7 +81,7 @@ std::string CheckpointWriter::commit() {
   if (ec) throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message()));
   committed_ = true;
   core::sync_to_disk(checkpoints_dir_, true);
-  core::write_file_atomic((fs::path(checkpoints_dir_) / kLatest).string(), final_name_ + "\n");
+  core::write_file_atomic((fs::path(checkpoints_dir_) / kLatestFile).string(), final_name_ + "\n");
   return final_dir.string();
 }
 
@@ -172,8 +172,8 @@ std::string resolve_checkpoint_dir(const std::string& path) {
   if (!fs::exists(path))
     throw Error(fmt::format("checkpoint '{}' does not exist; pass a checkpoint directory "
                             "(RUN_DIR/checkpoints/step_N) or a run directory", path));
-  if (fs::exists(fs::path(path) / "manifest.json") || fs::exists(fs::path(path) / "trainer_state.json")) return path;
-  for (const auto& dir : {fs::path(path) / "checkpoints", fs::path(path)}) {
+  if (fs::exists(fs::path(path) / files::kManifest) || fs::exists(fs::path(path) / files::kTrainerState)) return path;
+  for (const auto& dir : {fs::path(RunLayout(path).checkpoints()), fs::path(path)}) {
     if (!list_checkpoints(dir.string()).empty()) {
       std::vector<std::string> warnings;
       auto found = find_latest_valid_checkpoint(dir.string(), &warnings);

@@ -179,7 +179,7 @@ Tokenizer Tokenizer::load(const std::string& model_path) {
     throw Error("tokenizer model not found: " + model_path + " (train one with `roformer tokenizer train`)");
   if (fs::is_directory(model_path))
     throw Error("tokenizer model " + model_path + " is a directory; give the .model file itself (tokenizer.model or "
-                "--tokenizer), e.g. " + (fs::path(model_path) / "tokenizer.model").string());
+                "--tokenizer), e.g. " + (fs::path(model_path) / kTokenizerModelFile).string());
   // What the file is, from its bytes: SentencePiece's own load errors are worded differently in
   // each version (0.1.97 "ParseFromArray", 0.2.0 "could not parse ModelProto").
   const std::string bytes = core::read_file(model_path, "tokenizer model");
@@ -241,7 +241,7 @@ void check_train_options(const TokenizerTrainOptions& options) {
   if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
   if (fs::exists(options.out_dir) && !fs::is_directory(options.out_dir))
     throw Error("--out " + options.out_dir + " exists and is not a directory");
-  for (const char* name : {"tokenizer.model", "tokenizer.vocab", kTokenizerSettingsFile}) {
+  for (const char* name : {kTokenizerModelFile, kTokenizerVocabFile, kTokenizerSettingsFile}) {
     std::error_code ec;
     if (!options.force && fs::exists(fs::path(options.out_dir) / name, ec))
       throw Error(fmt::format("--out {} already holds a tokenizer ({}); pass --force to replace it (it stays intact "
@@ -291,12 +291,12 @@ Tokenizer write_trained_tokenizer(const TokenizerTrainOptions& options, const st
   std::error_code ec;
   fs::remove(settings_path, ec);
   if (ec) throw Error(fmt::format("cannot replace {}: {}", settings_path.string(), ec.message()));
-  const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
+  const std::string model_path = (fs::path(options.out_dir) / kTokenizerModelFile).string();
   core::write_file_atomic(model_path, model);
   Tokenizer tok = Tokenizer::load(model_path);
   std::string vocab;
   for (int32_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
-  core::write_file_atomic((fs::path(options.out_dir) / "tokenizer.vocab").string(), vocab);
+  core::write_file_atomic((fs::path(options.out_dir) / kTokenizerVocabFile).string(), vocab);
   core::write_file_atomic(settings_path.string(), training_settings(options));
   return tok;
 }
@@ -320,7 +320,7 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
     spdlog::warn("tokenizer: {} line(s) longer than {} bytes (the first in {}) were left out of its training; "
                  "split long lines into paragraphs", it.too_long(), kMaxSentenceBytes, it.first_too_long_file());
   const Tokenizer tok = write_trained_tokenizer(options, model);
-  const std::string model_path = (fs::path(options.out_dir) / "tokenizer.model").string();
+  const std::string model_path = (fs::path(options.out_dir) / kTokenizerModelFile).string();
   spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {})", tok.vocab_size(),
                options.model_type, it.count(), model_path, tok.fingerprint());
   return model_path;

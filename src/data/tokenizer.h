@@ -68,6 +68,9 @@ struct TokenizerTrainOptions {
   bool force = false;  // replace a tokenizer already in out_dir (refused otherwise)
 };
 
+// The files `roformer tokenizer train --out DIR` writes (and a run's RUN_DIR/tokenizer holds).
+constexpr const char* kTokenizerModelFile = "tokenizer.model";  // the SentencePiece model
+constexpr const char* kTokenizerVocabFile = "tokenizer.vocab";  // its pieces and scores, for reading
 // The file beside tokenizer.model recording the settings it was trained with (training_settings).
 constexpr const char* kTokenizerSettingsFile = "training.json";
 

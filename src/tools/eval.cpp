@@ -20,6 +20,7 @@
 #include "core/stale.h"
 #include "core/temp_dir_guard.h"
 #include "data/corpus.h"
+#include "data/tokenizer.h"
 #include "data/loader.h"
 #include "checkpoint/loader.h"
 #include "train/evaluate.h"
@@ -37,9 +38,9 @@ class TempPrepared {
   TempPrepared(const std::vector<std::string>& files, const std::string& tokenizer_bytes, const std::string& text_field)
       : guard_(fresh_dir()) {
     fs::create_directories(guard_.path());
-    core::write_file_checked((guard_.path() / "tokenizer.model").string(), tokenizer_bytes);
+    core::write_file_checked((guard_.path() / data::kTokenizerModelFile).string(), tokenizer_bytes);
     data::PrepareOptions o;
-    o.tokenizer_model = (guard_.path() / "tokenizer.model").string();
+    o.tokenizer_model = (guard_.path() / data::kTokenizerModelFile).string();
     o.inputs = files;
     o.out_dir = dir();
     o.text_field = text_field;

@@ -20,6 +20,7 @@
 #include "checkpoint/store.h"
 #include "train/metrics.h"
 #include "checkpoint/files.h"
+#include "checkpoint/run_layout.h"
 
 namespace roformer::tools {
 namespace files = checkpoint::files;
@@ -28,10 +29,11 @@ namespace fs = std::filesystem;
 namespace {
 // A checkpoint (its manifest or trainer state), a run's checkpoints/ folder, or any folder inside it.
 bool is_training_state(const fs::path& dir) {
-  if (fs::exists(dir / files::kManifest) || fs::exists(dir / files::kTrainerState) || fs::exists(dir / "latest"))
+  using checkpoint::kCheckpointsDir, checkpoint::kLatestFile;
+  if (fs::exists(dir / files::kManifest) || fs::exists(dir / files::kTrainerState) || fs::exists(dir / kLatestFile))
     return true;
   for (fs::path p = fs::weakly_canonical(dir); !p.empty() && p != p.root_path(); p = p.parent_path())
-    if (p.filename() == "checkpoints" && fs::exists(p / "latest")) return true;
+    if (p.filename() == kCheckpointsDir && fs::exists(p / kLatestFile)) return true;
   return false;
 }
 

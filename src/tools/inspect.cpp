@@ -14,6 +14,7 @@
 #include "checkpoint/store.h"
 #include "train/metrics.h"
 #include "checkpoint/files.h"
+#include "checkpoint/run_layout.h"
 
 namespace roformer::tools {
 namespace files = checkpoint::files;
@@ -24,7 +25,7 @@ int run_inspect(const std::string& path, bool as_json) {
   // A damaged checkpoint must still be reported, so resolve without requiring it to verify.
   std::string dir = path;
   if (!fs::exists(fs::path(path) / files::kManifest) && !fs::exists(fs::path(path) / files::kTrainerState)) {
-    auto all = checkpoint::list_checkpoints((fs::path(path) / "checkpoints").string());
+    auto all = checkpoint::list_checkpoints(checkpoint::RunLayout(path).checkpoints());
     if (all.empty()) all = checkpoint::list_checkpoints(path);
     if (all.empty()) {
       if (!fs::exists(path)) throw Error(fmt::format("'{}' does not exist", path));

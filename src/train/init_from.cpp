@@ -19,6 +19,7 @@
 #include "model/roformer.h"
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
+#include "checkpoint/run_layout.h"
 #include "checkpoint/meta.h"
 
 namespace roformer::train {
@@ -116,7 +117,7 @@ std::string adopt_init_tokenizer(const InitSource& source, const config::Config&
     throw Error(fmt::format("tokenizer.model is {} but --init-from {} comes with another tokenizer ({}); the weights "
                             "only make sense with theirs: remove tokenizer.model from the config",
                             config.tokenizer.model, source.dir, source.tokenizer_model));
-  const fs::path path = fs::path(run_dir) / "tokenizer" / "tokenizer.model";
+  const fs::path path = checkpoint::RunLayout(run_dir).tokenizer_model();
   if (fs::exists(path)) {
     if (data::file_fingerprint(path.string()) != fingerprint)
       throw Error(fmt::format("{} already holds another tokenizer (from an earlier run in {}); start the run from "

@@ -15,6 +15,7 @@
 
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/run_dir.h"
+#include "checkpoint/run_layout.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
@@ -98,18 +99,17 @@ void Trainer::check_memory(int64_t vocab_size) const {
 // The run directory: the checkpointer of RUN/checkpoints, and (rank 0) train.log and config.yaml.
 void Trainer::setup_run_dir() {
   const std::string& run_dir = plan_.run_dir;
+  const checkpoint::RunLayout layout(run_dir);
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw Error(fmt::format("cannot create run directory '{}': {}", run_dir, ec.message()));
-  checkpointer_ = std::make_unique<checkpoint::Checkpointer>((fs::path(run_dir) / "checkpoints").string(),
-                                                             plan_.cfg.checkpoint.keep_last, *group_, plan_.env.rank,
-                                                             world_size(), plan_.faults);
+  checkpointer_ = std::make_unique<checkpoint::Checkpointer>(layout.checkpoints(), plan_.cfg.checkpoint.keep_last,
+                                                             *group_, plan_.env.rank, world_size(), plan_.faults);
   if (main_rank()) {  // rank 0 owns train.log and config.yaml
     checkpoint::check_checkpoints_writable(checkpointer_->dir());
-    add_log_file((fs::path(run_dir) / "train.log").string());
-    core::write_file_atomic((fs::path(run_dir) / "config.yaml").string(), "# Resolved config of this run (from " +
-                                                                              plan_.config_origin + ")\n" +
-                                                                              config::to_yaml(plan_.cfg));
+    add_log_file(layout.train_log());
+    core::write_file_atomic(layout.config(), "# Resolved config of this run (from " + plan_.config_origin + ")\n" +
+                                                 config::to_yaml(plan_.cfg));
   }
   spdlog::info("run directory {} | device {} | precision {}", run_dir, device_.str(),
                config::to_string(plan_.cfg.train.precision));
@@ -209,14 +209,14 @@ void Trainer::setup_starting_point() {
   dist::broadcast_parameters(*group_, optimizer_->params());  // start identical, whatever each rank's init did
   optimizer_->loaded();  // bf16 parameters: the compute model takes the weights
   if (!main_rank()) torch::manual_seed(checkpoint::rank_seed(plan_.cfg.train.seed, plan_.env.rank, 0));  // own dropout stream
-  if (main_rank()) metrics_ = MetricsWriter((fs::path(plan_.run_dir) / "metrics.jsonl").string());
+  const checkpoint::RunLayout layout(plan_.run_dir);
+  if (main_rank()) metrics_ = MetricsWriter(layout.metrics());
   if (plan_.resume)
     resume();
   else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0)
     spdlog::warn("{} already holds records from an earlier run; new records are appended", metrics_.path());
   if (main_rank() && plan_.cfg.logging.tensorboard)  // after the checkpoint: a resumed session starts past its step
-    tensorboard_.emplace(plan_.cfg, plan_.run_dir, plan_.resume ? std::optional<int64_t>(loop_.step) : std::nullopt,
-                         metrics_.path());
+    tensorboard_.emplace(plan_.cfg, layout, plan_.resume ? std::optional<int64_t>(loop_.step) : std::nullopt);
 }
 
 checkpoint::CheckpointContents Trainer::checkpoint_contents() {

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/files.h"
+#include "checkpoint/run_layout.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/hash.h"
@@ -75,7 +76,7 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
   std::string path;
   if (plan.resume) {
     const std::string& dir = plan.resume->dir;
-    path = (fs::path(plan.run_dir) / "tokenizer" / "tokenizer.model").string();
+    path = checkpoint::RunLayout(plan.run_dir).tokenizer_model();
     const std::string saved = (fs::path(dir) / files::kTokenizer).string();
     if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum(saved)) {
       fs::create_directories(fs::path(path).parent_path());
@@ -97,8 +98,9 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
 // run in this directory (failed, or replaced with --overwrite) is reused only when it was trained
 // with the very same settings (its training.json), else trained again. Returns its path.
 std::string TrainingData::train_run_tokenizer(const config::Config& cfg, const std::string& run_dir, bool main_rank) {
-  const fs::path tok_dir = fs::path(run_dir) / "tokenizer";
-  std::string path = (tok_dir / "tokenizer.model").string();
+  const checkpoint::RunLayout layout(run_dir);
+  const fs::path tok_dir = layout.tokenizer_dir();
+  std::string path = layout.tokenizer_model();
   auto tok_options = data::tokenizer_options_from_config(cfg, tok_dir.string());
   tok_options.force = true;
   if (fs::exists(path)) {
@@ -135,7 +137,7 @@ std::shared_ptr<const data::PreparedCorpus> TrainingData::prepare(const Plan& pl
   request.files = files;
   request.name = name;
   request.cache_dir =
-      plan.cfg.data.prepared_dir.empty() ? (fs::path(plan.run_dir) / "data").string() : plan.cfg.data.prepared_dir;
+      plan.cfg.data.prepared_dir.empty() ? checkpoint::RunLayout(plan.run_dir).data() : plan.cfg.data.prepared_dir;
   request.text_field = plan.cfg.data.text_field;
   request.resuming = plan.resume.has_value();
   return data::open_prepared_data(request, *tokenizer_);

@@ -3,8 +3,10 @@
 // grows past the limit is split where it has parts, not exempted.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,12 +90,12 @@ TEST(Structure, TheScannerMeasuresFunctions) {
   EXPECT_EQ(found[0].length, 124);  // lines 3 to 126: signature (2), body (121), "}"
 }
 
-// std::filesystem::remove_all may bind to the pip LibTorch's broken copy (core/file.h): folders are
-// removed through roformer::core::remove_tree only. Comments may name it; code may not call it.
-TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
-  const std::string call = std::string("remove_all") + "(";  // not written whole: this file would match
+// Calls visit(path, line number, code) for every line of the C++/CUDA sources under `folders`, with
+// its // comment cut off; returns how many files it read.
+int for_each_code_line(const std::vector<std::string>& folders,
+                       const std::function<void(const fs::path&, int, const std::string&)>& visit) {
   int scanned = 0;
-  for (const char* folder : {"src", "app", "bench", "tests"}) {
+  for (const auto& folder : folders) {
     const fs::path root = fs::path(roformer::test::source_dir()) / folder;
     if (!fs::is_directory(root)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root)) {
@@ -102,14 +104,21 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
       ++scanned;
       std::ifstream in(entry.path());
       int line_no = 0;
-      for (std::string line; std::getline(in, line);) {
-        ++line_no;
-        const std::string code = line.substr(0, line.find("//"));
-        EXPECT_EQ(code.find(call), std::string::npos)
-            << entry.path().string() << ":" << line_no << " calls remove_all; use roformer::core::remove_tree";
-      }
+      for (std::string line; std::getline(in, line);) visit(entry.path(), ++line_no, line.substr(0, line.find("//")));
     }
   }
+  return scanned;
+}
+
+// std::filesystem::remove_all may bind to the pip LibTorch's broken copy (core/file.h): folders are
+// removed through roformer::core::remove_tree only. Comments may name it; code may not call it.
+TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
+  const std::string call = std::string("remove_all") + "(";  // not written whole: this file would match
+  const int scanned = for_each_code_line({"src", "app", "bench", "tests"}, [&](const fs::path& file, int line,
+                                                                               const std::string& code) {
+    EXPECT_EQ(code.find(call), std::string::npos)
+        << file.string() << ":" << line << " calls remove_all; use roformer::core::remove_tree";
+  });
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
 }
 
@@ -118,27 +127,33 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
 // family says which scheme it computes (src/hf/). Everything else asks the scheme, so a new scheme
 // touches its own files and these places, not the layers, the exporter or --init-from.
 TEST(Structure, ThePositionSchemeIsChosenInOnePlace) {
-  const fs::path root = roformer::test::source_dir();
   const std::string use = std::string("Position::") + "k";  // not written whole: this file would match
-  int scanned = 0;
-  for (const char* folder : {"src", "app"}) {
-    for (const auto& entry : fs::recursive_directory_iterator(root / folder)) {
-      const auto ext = entry.path().extension();
-      if (ext != ".cpp" && ext != ".h" && ext != ".cu") continue;
-      const std::string rel = entry.path().lexically_relative(root).generic_string();
-      ++scanned;
-      if (rel.rfind("src/core/config.", 0) == 0 || rel == "src/model/position.cpp" || rel.rfind("src/hf/", 0) == 0)
-        continue;
-      std::ifstream in(entry.path());
-      int line_no = 0;
-      for (std::string line; std::getline(in, line);) {
-        ++line_no;
-        EXPECT_EQ(line.substr(0, line.find("//")).find(use), std::string::npos)
-            << rel << ":" << line_no << " branches on model.position; ask the position scheme (model/position.h)";
-      }
-    }
-  }
+  const fs::path root = roformer::test::source_dir();
+  const int scanned = for_each_code_line({"src", "app"}, [&](const fs::path& file, int line, const std::string& code) {
+    const std::string rel = file.lexically_relative(root).generic_string();
+    if (rel.rfind("src/core/config.", 0) == 0 || rel == "src/model/position.cpp" || rel.rfind("src/hf/", 0) == 0)
+      return;
+    EXPECT_EQ(code.find(use), std::string::npos)
+        << rel << ":" << line << " branches on model.position; ask the position scheme (model/position.h)";
+  });
   EXPECT_GT(scanned, 100) << "too few sources found under " << root;
+}
+
+// The run directory's names are spelled once (checkpoint/run_layout.h; a checkpoint's own files in
+// checkpoint/files.h, the tokenizer's in data/tokenizer.h): every reader and writer asks the layout,
+// so a renamed file cannot leave one reader behind. Tests may spell them: they check the contract.
+TEST(Structure, TheRunDirectoryLayoutIsNamedInOneFile) {
+  const std::vector<std::string> names = {"checkpoints", "latest", "metrics.jsonl", "config.yaml", "train.log",
+                                          "tokenizer.model", "tensorboard", ".lock"};
+  const std::vector<std::string> homes = {"run_layout.h", "files.h", "tokenizer.h"};
+  const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
+    if (std::find(homes.begin(), homes.end(), file.filename().string()) != homes.end()) return;
+    for (const auto& name : names)
+      EXPECT_EQ(code.find('"' + name + '"'), std::string::npos)
+          << file.string() << ":" << line << " spells \"" << name
+          << "\": use checkpoint::RunLayout (checkpoint/run_layout.h)";
+  });
+  EXPECT_GT(scanned, 100) << "too few sources found under src/";
 }
 
 }  // namespace
