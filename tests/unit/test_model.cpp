@@ -14,6 +14,7 @@
 #include "model/flops.h"
 #include "model/kernel_policy.h"
 #include "model/roformer.h"
+#include "model/size.h"
 #include "model_util.h"
 #include "test_util.h"
 
@@ -329,6 +330,46 @@ TEST(Model, DecayGroupsPartitionParameters) {
     EXPECT_TRUE(n.count(model->encoder->final_layer_norm->weight.data_ptr()));
     for (auto& t : decay) EXPECT_EQ(t.dim(), 2);  // only matrices decay
   }
+}
+
+// The memory checks count the model from its options alone (model/size.h): exactly the parameters
+// the built model has, for every position scheme and the settings that add or drop tensors, plus
+// the rotary table at its float64 build peak (24 P D bytes); the position tables are named by the
+// key that sets their size.
+TEST(ModelSize, CountsWhatTheBuiltModelHas) {
+  for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
+           {},
+           {"model.position=absolute"},
+           {"model.position=none", "model.type_vocab_size=0", "model.norm=pre"},
+           {"model.embedding_size=16"},
+           {"model.position=disentangled", "model.position_buckets=8"},
+           {"model.position=disentangled", "model.position_buckets=0", "model.share_att_key=false"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.share_att_key=false",
+            "model.pos_att_type=c2p", "model.position_biased_input=true"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.enhanced_mask_decoder=true"}}) {
+    SCOPED_TRACE(overrides.empty() ? "rotary" : overrides.back());
+    const auto options = tiny(overrides);
+    RoFormerForMaskedLM model(options);
+    const auto size = model_size(options);
+    EXPECT_EQ(size.parameters(), static_cast<double>(model->num_parameters()));
+    double buffers = 0;
+    for (const auto& b : model->buffers()) buffers += static_cast<double>(b.numel());
+    EXPECT_EQ(size.buffer_bytes(), 24.0 * buffers);  // 4 bytes each, 6 times that while built
+  }
+  auto keys = [](const ModelSize& size) {
+    std::set<std::string> out;
+    for (const auto& part : size.parts) out.insert(part.key);
+    return out;
+  };
+  EXPECT_TRUE(keys(model_size(tiny({"model.position=disentangled", "model.position_buckets=8"})))
+                  .count("model.position_buckets"));
+  EXPECT_TRUE(keys(model_size(tiny({"model.position=disentangled", "model.position_buckets=0"})))
+                  .count("model.max_position_embeddings"));
+  EXPECT_EQ(model_size(tiny({"model.max_position_embeddings=1000000000"})).largest_key(4),
+            "model.max_position_embeddings");
+  EXPECT_EQ(model_size(tiny({"model.position=disentangled", "model.position_buckets=0",
+                             "model.max_relative_positions=1000000000"})).largest_key(16),
+            "model.max_relative_positions");
 }
 
 TEST(Model, InitializationFollowsHuggingFace) {

@@ -218,6 +218,23 @@ TEST(Structure, TheKernelPolicyCheckerFindsThreading) {
   EXPECT_FALSE(threads_policy("  spdlog::info(\"bool dense_head\");", patterns));
 }
 
+// The position scheme is chosen once (issue 37): model.position's values are compared only where
+// the config names them, where the scheme is looked up (model/position.cpp) and where a Hugging Face
+// family says which scheme it computes (src/hf/). Everything else asks the scheme, so a new scheme
+// touches its own files and these places, not the layers, the exporter or --init-from.
+TEST(Structure, ThePositionSchemeIsChosenInOnePlace) {
+  const std::string use = std::string("Position::") + "k";  // not written whole: this file would match
+  const fs::path root = roformer::test::source_dir();
+  const int scanned = for_each_code_line({"src", "app"}, [&](const fs::path& file, int line, const std::string& code) {
+    const std::string rel = file.lexically_relative(root).generic_string();
+    if (rel.rfind("src/core/config.", 0) == 0 || rel == "src/model/position.cpp" || rel.rfind("src/hf/", 0) == 0)
+      return;
+    EXPECT_EQ(code.find(use), std::string::npos)
+        << rel << ":" << line << " branches on model.position; ask the position scheme (model/position.h)";
+  });
+  EXPECT_GT(scanned, 100) << "too few sources found under " << root;
+}
+
 // The run directory's names are spelled once (checkpoint/run_layout.h; a checkpoint's own files in
 // checkpoint/files.h, the tokenizer's in data/tokenizer.h): every reader and writer asks the layout,
 // so a renamed file cannot leave one reader behind. Tests may spell them: they check the contract.
