@@ -26,8 +26,6 @@ namespace {
 
 LoadedCheckpoint load_checkpoint_dir(const std::string& dir, const torch::Device& device);
 
-// A run directory: a run training into it may prune the chosen checkpoint while it is read (it
-// keeps checkpoint.keep_last). Such a checkpoint is gone when the read fails: choose again.
 // A config.yaml edited by hand (its checksum too) can describe tables no machine holds: refused
 // naming the key before the model is built, not an abort inside LibTorch. The model is built in host
 // memory, then moved to `device`.
@@ -52,6 +50,8 @@ bool is_checkpoint_dir(const std::string& path) {
 
 }  // namespace
 
+// A run directory: a run training into it may prune the chosen checkpoint while it is read (it
+// keeps checkpoint.keep_last). Such a checkpoint is gone when the read fails: choose again.
 LoadedCheckpoint load_checkpoint(const std::string& path, const torch::Device& device) {
   if (is_checkpoint_dir(path)) return load_checkpoint_dir(path, device);
   constexpr int kAttempts = 5;
