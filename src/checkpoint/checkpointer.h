@@ -65,13 +65,13 @@ class Checkpointer {
   int64_t last_saved_step_ = -1;
 };
 
-// The dropout seed of a rank without a saved generator state (ranks > 0 at the start of a run or
-// after a resume with another world size): a splitmix64 mix of (seed, rank, step).
 // This process's random generators (the CPU one, then each CUDA device's), as a checkpoint saves
 // them, and their restoration.
 std::vector<torch::Tensor> get_rng_states();
 void set_rng_states(const std::vector<torch::Tensor>& states);
 
+// The dropout seed of a rank without a saved generator state (ranks > 0 at the start of a run or
+// after a resume with another world size): a splitmix64 mix of (seed, rank, step).
 uint64_t rank_seed(int64_t seed, int rank, int64_t step);
 
 }  // namespace roformer::checkpoint
