@@ -26,4 +26,8 @@ double mlm_train_flops_per_step(const RoFormerOptions& o, int64_t batch, int64_t
   return 3.0 * forward;
 }
 
+double model_flops_utilization(double flops_per_step, double seconds_per_step, double peak_tflops, int devices) {
+  return flops_per_step / seconds_per_step / (peak_tflops * 1e12 * static_cast<double>(devices));
+}
+
 }  // namespace roformer::model

@@ -21,4 +21,9 @@ namespace roformer::model {
 // Embedding lookups, LayerNorm, softmax, the rotary products and the gathers are not counted.
 double mlm_train_flops_per_step(const RoFormerOptions& options, int64_t batch, int64_t seq_len, int64_t n_pred);
 
+// Model FLOPs utilization (PaLM, appendix B): the model FLOPs of a step over its wall time, against
+// the peak of every device that ran it: flops / seconds / (peak_tflops 1e12 devices). The one
+// formula of `roformer bench` and the training run (its log, metrics.jsonl and summary).
+double model_flops_utilization(double flops_per_step, double seconds_per_step, double peak_tflops, int devices);
+
 }  // namespace roformer::model

@@ -8,9 +8,7 @@
 // synchronize at every phase boundary (which itself costs a little) to time the phases.
 #include "train/bench.h"
 
-#include <ATen/DeviceAccelerator.h>
 #include <torch/torch.h>
-#include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <algorithm>
@@ -28,6 +26,7 @@
 
 #include "core/config.h"
 #include "core/device.h"
+#include "core/peak_memory.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "dist/env.h"
@@ -178,20 +177,6 @@ Measurement measure_steps(BenchedStep& bench, const TrainBenchOptions& o) {
   return m;
 }
 
-// Peak memory over the warm-up and measured steps: the CUDA allocator's peak, or the process's peak
-// RSS on the CPU.
-std::pair<int64_t, std::string> peak_memory(const BenchedStep& bench) {
-  if (bench.device().is_cuda()) {
-    const int64_t bytes = at::accelerator::getDeviceStats(bench.device().index())
-                              .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-                              .peak;
-    return {bytes, "CUDA allocator peak allocated"};
-  }
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  return {static_cast<int64_t>(usage.ru_maxrss) * 1024, "process peak RSS"};  // KiB on Linux
-}
-
 // The attention kernel of the measured batches: q/k/v in the autocast dtype, padded only with
 // per-document packing of real data (the loader leaves full and synthetic batches unpadded).
 std::string attention_kernel_used(BenchedStep& bench, const TrainBenchOptions& o) {
@@ -252,7 +237,7 @@ json build_record(BenchedStep& bench, const TrainBenchOptions& o, const Measurem
     peak = core::known_peak_tflops(device_name, c.train.precision);
     if (peak > 0) *peak_source = "known peak of " + device_name;
   }
-  const auto [peak_bytes, memory_kind] = peak_memory(bench);
+  const core::PeakMemory memory = core::peak_memory(bench.device());
   // Per-step times (min, phase breakdown) are exact only when every step ends synchronized.
   const bool per_step_valid = !cuda || o.breakdown;
 
@@ -267,9 +252,9 @@ json build_record(BenchedStep& bench, const TrainBenchOptions& o, const Measurem
               {"flops_per_step", flops},
               {"achieved_tflops", tflops},
               {"peak_tflops", peak > 0 ? json(peak) : json(nullptr)},
-              {"mfu", peak > 0 ? json(tflops / peak) : json(nullptr)},
-              {"peak_memory_bytes", peak_bytes},
-              {"peak_memory_kind", memory_kind},
+              {"mfu", peak > 0 ? json(model::model_flops_utilization(flops, step_s, peak, 1)) : json(nullptr)},
+              {"peak_memory_bytes", memory.bytes},
+              {"peak_memory_kind", memory.kind},
               {"final_loss", m.last.loss}});
   const double n = static_cast<double>(o.steps);
   if (per_step_valid)
