@@ -57,11 +57,16 @@ def main() -> int:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     ax = axes[0]
-    ax.plot([r["step"] for r in train], [r.get("loss_avg", r["loss"]) for r in train], label="train")
+    # A train record holds the logging window's means (loss_avg, accuracy_avg) and the logging
+    # step's batch figures (loss, accuracy); records written before accuracy_avg have the batch's only.
+    ax.plot([r["step"] for r in train], [r.get("loss_avg", r["loss"]) for r in train], label="train (window mean)")
     ax.plot([r["step"] for r in evals], [r["loss"] for r in evals], "o-", label="validation")
     ax.set_title("MLM loss"), ax.set_xlabel("step"), ax.legend()
     ax = axes[1]
-    ax.plot([r["step"] for r in train], [r["accuracy"] for r in train], label="train (batch)")
+    if all("accuracy_avg" in r for r in train):
+        ax.plot([r["step"] for r in train], [r["accuracy_avg"] for r in train], label="train (window mean)")
+    else:
+        ax.plot([r["step"] for r in train], [r["accuracy"] for r in train], label="train (one batch)")
     ax.plot([r["step"] for r in evals], [r["accuracy"] for r in evals], "o-", label="validation")
     ax.set_title("MLM accuracy"), ax.set_xlabel("step"), ax.legend()
     ax = axes[2]

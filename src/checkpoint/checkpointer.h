@@ -30,7 +30,7 @@ struct CheckpointContents {
   torch::optim::AdamW* optimizer = nullptr;
   const config::Config* config = nullptr;
   const data::Tokenizer* tokenizer = nullptr;
-  std::string metrics_path;            // the run's metrics.jsonl (saved; MetricsWriter::resume_from restores it)
+  std::string metrics_path;            // the run's metrics.jsonl (saved; metrics::JsonlSink::resume_from restores it)
   std::vector<torch::Tensor> params;   // data parallel: checked to agree across ranks before a save
 };
 
@@ -48,7 +48,7 @@ class Checkpointer {
   // Reads the checkpoint's tensors into the contents (the optimizer state onto `device`) and
   // restores this rank's generators (another world size: ranks > 0 start new streams from seed).
   // Its config and trainer state were read before (meta); each component restores its own part of
-  // the state, and metrics.jsonl is the MetricsWriter's. Throws roformer::Error naming the checkpoint.
+  // the state, and metrics.jsonl is the metrics::JsonlSink's. Throws roformer::Error naming the checkpoint.
   void load(const CheckpointMeta& meta, const CheckpointContents& contents, const torch::Device& device, int64_t seed);
 
   const std::string& dir() const { return dir_; }

@@ -5,7 +5,7 @@
 //     .lock                  RunDirLock (checkpoint/run_dir.h): its presence marks a run's directory
 //     config.yaml            the resolved config of the run
 //     train.log              the log (rank 0)
-//     metrics.jsonl          one record per logging step and evaluation (train/metrics.h)
+//     metrics.jsonl          one record per logging step and evaluation (metrics/jsonl.h)
 //     tensorboard/           the same records as TensorBoard event files (train/tensorboard_sink.h)
 //     tokenizer/             the run's tokenizer: tokenizer.model, .vocab, the training record
 //     data/                  prepared shards (unless data.prepared_dir names another place)

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "metrics/records.h"
+
 namespace roformer::checkpoint {
 
 struct TrainerState {
@@ -24,10 +26,9 @@ struct TrainerState {
   int64_t num_parameters = 0;
   std::string reason;            // "periodic", "end of training", "signal 2", ...
   std::string roformer_version;
-  struct Eval {
-    double loss = 0, accuracy = 0, top5_accuracy = 0, perplexity = 0;
-  };
-  std::optional<Eval> last_eval;  // the latest evaluation before the save, if any
+  // The latest evaluation before the save, if any. Older checkpoints hold its loss, accuracy,
+  // top5_accuracy and perplexity only; a field of another type drops it (it is not needed to resume).
+  std::optional<metrics::EvalRecord> last_eval;
 };
 
 // The file's text (JSON, two-space indent, a final newline): what parse_trainer_state reads.

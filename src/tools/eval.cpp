@@ -23,7 +23,8 @@
 #include "data/tokenizer.h"
 #include "data/loader.h"
 #include "checkpoint/loader.h"
-#include "train/evaluate.h"
+#include "eval/evaluate.h"
+#include "metrics/records.h"
 
 namespace roformer::tools {
 namespace fs = std::filesystem;
@@ -102,13 +103,13 @@ void run_eval(const EvalRequest& req) {
     throw Error(fmt::format("the evaluation data holds no complete sequence of {} tokens; give more text",
                             cfg.data.max_seq_len));
   const config::Precision precision = device.is_cuda() ? ck.config.train.precision : config::Precision::kFp32;
-  auto r = train::evaluate_mlm(ck.model, batches, device, precision);
+  metrics::EvalRecord r = eval::evaluate_mlm(ck.model, batches, device, precision);
+  r.step = ck.state.step;
   if (r.n_predicted == 0)  // a loss, accuracy or perplexity over no predictions would be no result at all
     throw Error(fmt::format("no position was chosen for prediction in the {} evaluated sequence(s) of {} tokens at "
                             "mask_prob {}: there is nothing to measure; raise --mask-prob or evaluate more sequences",
                             r.n_sequences, cfg.data.max_seq_len, cfg.eval.mask_prob));
   const double tokens_per_s = r.seconds > 0 ? static_cast<double>(r.n_tokens) / r.seconds : 0.0;
-  const int64_t step = ck.state.step;
   std::string data_desc;
   for (const auto& f : files) data_desc += (data_desc.empty() ? "" : ", ") + f;
   std::cerr << fmt::format(
@@ -118,18 +119,16 @@ void run_eval(const EvalRequest& req) {
       "MLM accuracy    {:.4f}   (top-5 {:.4f})\n"
       "loss            {:.4f}   (perplexity {:.2f})\n"
       "throughput      {:.0f} tokens/s on {} ({:.2f}s)\n",
-      ck.dir, step, data_desc, r.n_sequences, cfg.data.max_seq_len,
+      ck.dir, r.step, data_desc, r.n_sequences, cfg.data.max_seq_len,
       cfg.data.max_seq_len != ck.config.data.max_seq_len ? fmt::format(" (trained at {})", ck.config.data.max_seq_len)
                                                          : std::string(),
       r.n_predicted, cfg.eval.mask_prob, req.seed,
       r.accuracy, r.top5_accuracy, r.loss, r.perplexity, tokens_per_s, device.str(), r.seconds);
   if (req.json) {
-    nlohmann::json rec = {{"checkpoint", ck.dir}, {"step", step}, {"accuracy", r.accuracy},
-                          {"top5_accuracy", r.top5_accuracy}, {"loss", r.loss}, {"perplexity", r.perplexity},
-                          {"n_predicted", r.n_predicted}, {"n_sequences", r.n_sequences}, {"n_tokens", r.n_tokens},
-                          {"seq_len", cfg.data.max_seq_len}, {"train_seq_len", ck.config.data.max_seq_len},
-                          {"mask_prob", cfg.eval.mask_prob}, {"seed", req.seed}, {"batch_size", req.batch_size},
-                          {"tokens_per_s", tokens_per_s}, {"seconds", r.seconds}};
+    nlohmann::json rec = metrics::to_json(r);  // the figures under metrics.jsonl's keys, then what was evaluated
+    rec.update({{"checkpoint", ck.dir}, {"seq_len", cfg.data.max_seq_len}, {"train_seq_len", ck.config.data.max_seq_len},
+                {"mask_prob", cfg.eval.mask_prob}, {"seed", req.seed}, {"batch_size", req.batch_size},
+                {"tokens_per_s", tokens_per_s}});
     std::cout << rec.dump() << std::endl;
   }
 }

@@ -18,7 +18,8 @@
 #include "hf/family.h"
 #include "tools/hf_tokenizer.h"
 #include "checkpoint/store.h"
-#include "train/metrics.h"
+#include "metrics/jsonl.h"
+#include "metrics/records.h"
 #include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
 
@@ -110,15 +111,14 @@ std::string model_card(const checkpoint::LoadedCheckpoint& ck, const hf::Family&
   const auto& c = ck.config;
   const auto& m = ck.model->options().model();
   const std::string metrics = (fs::path(ck.dir) / files::kMetrics).string();
-  const auto record = train::last_metrics_record(metrics, "eval");
+  const auto record = metrics::last_metrics_record(metrics, metrics::EvalRecord::kType);
   std::string accuracy = "not measured (the run had no validation data)";
   if (!record.is_null()) {
-    const core::JsonReader eval(record, metrics + " (its last \"eval\" record)",
-                                "fix or remove that line (it was edited by hand?)");
+    const metrics::EvalRecord eval = metrics::eval_record_from(core::JsonReader(
+        record, metrics + " (its last \"eval\" record)", "fix or remove that line (it was edited by hand?)"));
     accuracy = fmt::format("**{:.4f}** (top-5 {:.4f}, loss {:.4f}, perplexity {:.2f}) at step {}, on {} masked tokens "
-                           "of {}", eval.number("accuracy", 0.0), eval.number("top5_accuracy", 0.0),
-                           eval.number("loss", 0.0), eval.number("perplexity", 0.0), eval.integer("step", 0),
-                           eval.integer("n_predicted", 0), join(c.data.valid_files));
+                           "of {}", eval.accuracy, eval.top5_accuracy, eval.loss, eval.perplexity, eval.step,
+                           eval.n_predicted, join(c.data.valid_files));
   }
   return fmt::format(
       fmt::runtime(kCard), fmt::arg("model_type", family.model_type()), fmt::arg("name", family.title()),

@@ -12,7 +12,8 @@
 #include "core/json_read.h"
 #include "checkpoint/meta.h"
 #include "checkpoint/store.h"
-#include "train/metrics.h"
+#include "metrics/jsonl.h"
+#include "metrics/records.h"
 #include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
 
@@ -20,6 +21,21 @@ namespace roformer::tools {
 namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+
+// The last logging step: the window's means (a record from before issue 41 has the loss's only),
+// then the batch's own figures.
+void print_last_train(const json& record, const std::string& metrics_path) {
+  const metrics::TrainRecord t = metrics::train_record_from(core::JsonReader(
+      record, metrics_path + " (its last \"train\" record)", "fix or remove that line (it was edited by hand?)"));
+  std::cout << fmt::format("last train    step {}: loss {:.4f}{} (mean of the logging window); last batch loss {:.4f} "
+                           "acc {:.4f}; lr {:.3e}\n", t.step, t.loss_avg,
+                           t.accuracy_avg ? fmt::format(" acc {:.4f}", *t.accuracy_avg) : std::string(), t.loss,
+                           t.accuracy, t.lr);
+}
+
+}  // namespace
 
 int run_inspect(const std::string& path, bool as_json) {
   // A damaged checkpoint must still be reported, so resolve without requiring it to verify.
@@ -37,15 +53,14 @@ int run_inspect(const std::string& path, bool as_json) {
   json report = {{"checkpoint", dir}, {"intact", check.ok}};
   if (!check.ok) report["problem"] = check.problem;
   const checkpoint::CheckpointMetaParts meta = checkpoint::read_checkpoint_meta_parts(dir);
-  const json last_train = train::last_metrics_record((fs::path(dir) / files::kMetrics).string(), "train");
+  const std::string metrics_path = (fs::path(dir) / files::kMetrics).string();
+  const json last_train = metrics::last_metrics_record(metrics_path, metrics::TrainRecord::kType);
   if (const auto& state = meta.state) {
     report["step"] = state->step;
     report["tokens_seen"] = state->tokens_seen;
     report["num_parameters"] = state->num_parameters;
     report["tokenizer_fingerprint"] = state->tokenizer_fingerprint;
-    if (const auto& e = state->last_eval)
-      report["last_eval"] = {{"loss", e->loss}, {"accuracy", e->accuracy}, {"top5_accuracy", e->top5_accuracy},
-                             {"perplexity", e->perplexity}};
+    if (const auto& e = state->last_eval) report["last_eval"] = metrics::to_json(*e);
   }
   if (!last_train.is_null()) report["last_train"] = last_train;
   if (as_json) {
@@ -62,12 +77,7 @@ int run_inspect(const std::string& path, bool as_json) {
         std::cout << fmt::format("last eval     MLM accuracy {:.4f}, loss {:.4f}, perplexity {:.2f}\n", e->accuracy,
                                  e->loss, e->perplexity);
     }
-    if (!last_train.is_null()) {
-      const core::JsonReader r(last_train, (fs::path(dir) / files::kMetrics).string() + " (its last \"train\" record)",
-                               "fix or remove that line (it was edited by hand?)");
-      std::cout << fmt::format("last train    step {}: loss {:.4f}, accuracy {:.4f}, lr {:.3e}\n", r.integer("step", 0),
-                               r.number("loss", 0.0), r.number("accuracy", 0.0), r.number("lr", 0.0));
-    }
+    if (!last_train.is_null()) print_last_train(last_train, metrics_path);
     if (meta.config) std::cout << "config:\n" << config::to_yaml(*meta.config);
   }
   return check.ok ? 0 : 1;

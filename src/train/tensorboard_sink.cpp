@@ -14,28 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// metrics.jsonl field -> tag, per record type. The tags are the interface users build dashboards
-// on: never rename one.
-struct TagOfField {
-  const char* type;
-  const char* field;
-  const char* tag;
-};
-constexpr TagOfField kTags[] = {
-    {"train", "loss", "train/loss"},
-    {"train", "loss_avg", "train/loss_avg"},
-    {"train", "accuracy", "train/accuracy"},
-    {"train", "lr", "train/lr"},
-    {"train", "grad_norm", "train/grad_norm"},
-    {"train", "tokens_per_s", "train/tokens_per_s"},
-    {"train", "mfu", "train/mfu"},
-    {"train", "loss_scale", "train/loss_scale"},
-    {"eval", "loss", "eval/loss"},
-    {"eval", "accuracy", "eval/accuracy"},
-    {"eval", "perplexity", "eval/perplexity"},
-    {"eval", "top5_accuracy", "eval/top5"},
-};
-
 bool is_hparam(const std::string& key) {
   static const std::set<std::string> kKeys = {"train.steps",      "train.batch_size", "train.grad_accum",
                                               "train.precision",  "train.seed",       "data.max_seq_len",
@@ -53,10 +31,10 @@ std::vector<tensorboard::Scalar> tensorboard_scalars(const nlohmann::json& recor
   // A record edited by hand is read as far as it can be: a field of another type is left out.
   const auto it_type = record.find("type");
   const std::string type = it_type != record.end() && it_type->is_string() ? it_type->get<std::string>() : "";
-  for (const auto& t : kTags) {
-    if (type != t.type) continue;
-    const auto it = record.find(t.field);
-    if (it != record.end() && it->is_number()) out.push_back({t.tag, it->get<double>()});
+  for (const metrics::Field& f : metrics::fields_of(type)) {
+    if (f.tag == nullptr) continue;
+    const auto it = record.find(f.key);
+    if (it != record.end() && it->is_number()) out.push_back({f.tag, it->get<double>()});
   }
   return out;
 }
@@ -108,15 +86,18 @@ void TensorBoardSink::replay(const std::string& metrics_path, int64_t last_step)
                  fs::path(path()).parent_path().string(), replayed, last_step);
 }
 
-void TensorBoardSink::write(const nlohmann::json& record) {
+void TensorBoardSink::write(const metrics::TrainRecord& record) { write_json(metrics::metrics_line(record)); }
+void TensorBoardSink::write(const metrics::EvalRecord& record) { write_json(metrics::metrics_line(record)); }
+
+void TensorBoardSink::write_json(const nlohmann::json& record) {
   const auto scalars = tensorboard_scalars(record);
   if (scalars.empty() || !record.contains("step")) return;
   writer_.add(tensorboard::scalars_event(tensorboard::wall_time_now(), record["step"].get<int64_t>(), scalars));
   writer_.flush();
 }
 
-void TensorBoardSink::finish(int64_t step) {
-  writer_.add(tensorboard::hparams_session_end_event(tensorboard::wall_time_now(), step,
+void TensorBoardSink::finish(const metrics::RunSummary& summary) {
+  writer_.add(tensorboard::hparams_session_end_event(tensorboard::wall_time_now(), summary.step,
                                                      tensorboard::SessionStatus::kSuccess));
   writer_.close();
 }

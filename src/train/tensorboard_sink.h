@@ -24,33 +24,37 @@
 
 #include "checkpoint/run_layout.h"
 #include "core/config.h"
+#include "metrics/sink.h"
 #include "tensorboard/event_file.h"
 #include "tensorboard/summary.h"
 
 namespace roformer::train {
 
-class TensorBoardSink {
+class TensorBoardSink : public metrics::MetricsSink {
  public:
   // Writes into run.tensorboard(). resumed_at: the step of the checkpoint the run resumed from;
   // none for a new run. The run's metrics.jsonl, as restored, is replayed only as described above.
   TensorBoardSink(const config::Config& config, const checkpoint::RunLayout& run, std::optional<int64_t> resumed_at);
 
-  // One metrics.jsonl record ("type": "train" or "eval") as scalars at its step; flushed.
-  void write(const nlohmann::json& record);
-  // Training finished at `step`: the HParams session end (success); flushed and closed.
-  void finish(int64_t step);
+  // A record as scalars at its step; flushed.
+  void write(const metrics::TrainRecord& record) override;
+  void write(const metrics::EvalRecord& record) override;
+  // Training finished: the HParams session end (success) at the summary's step; flushed and closed.
+  void finish(const metrics::RunSummary& summary) override;
   const std::string& path() const { return writer_.path(); }
 
  private:
   void replay(const std::string& metrics_path, int64_t last_step);
+  void write_json(const nlohmann::json& record);
 
   std::vector<std::string> earlier_files_;  // the directory's event files before this process
   tensorboard::EventFileWriter writer_;
 };
 
-// The scalars of a metrics.jsonl record under their tags (train/loss, train/loss_avg,
-// train/accuracy, train/lr, train/grad_norm, train/tokens_per_s, train/mfu, train/loss_scale;
-// eval/loss, eval/accuracy, eval/perplexity, eval/top5), for the fields it holds.
+// The scalars of a metrics.jsonl record under their tags (metrics/records.h names them: train/loss,
+// train/loss_avg, train/accuracy, train/accuracy_avg, train/lr, train/grad_norm, train/tokens_per_s,
+// train/mfu, train/loss_scale; eval/loss, eval/accuracy, eval/perplexity, eval/top5), for the fields
+// it holds.
 std::vector<tensorboard::Scalar> tensorboard_scalars(const nlohmann::json& record);
 
 // The HParams of a run: every key of model, masking, optimizer and schedule, and train.steps,

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/checkpointer.h"
+#include "checkpoint/files.h"
 #include "checkpoint/run_dir.h"
 #include "checkpoint/run_layout.h"
 #include "core/error.h"
@@ -23,6 +24,7 @@
 #include "dist/agreement.h"
 #include "dist/process_group.h"
 #include "train/optimizer.h"
+#include "train/progress.h"
 #include "train/signals.h"
 #include "train/training_data.h"
 
@@ -103,7 +105,7 @@ void TrainingRun::setup_starting_point() {
   step_->weights_loaded();  // bf16 parameters: the compute model takes the weights
   if (!main_rank()) torch::manual_seed(checkpoint::rank_seed(plan_.cfg.train.seed, plan_.env.rank, 0));  // own dropout stream
   const checkpoint::RunLayout layout(plan_.run_dir);
-  if (main_rank()) metrics_ = MetricsWriter(layout.metrics());
+  if (main_rank()) metrics_ = metrics::JsonlSink(layout.metrics());
   if (plan_.resume)
     resume();
   else if (main_rank() && fs::exists(metrics_.path()) && fs::file_size(metrics_.path()) > 0)
@@ -124,9 +126,7 @@ void TrainingRun::save_checkpoint(const std::string& reason) {
   checkpoint::TrainerState state;
   step_->save(state);
   data_->save(state);
-  if (last_eval_)
-    state.last_eval = checkpoint::TrainerState::Eval{last_eval_->loss, last_eval_->accuracy, last_eval_->top5_accuracy,
-                                                     last_eval_->perplexity};
+  state.last_eval = last_eval_;
   state.world_size = world_size();
   state.global_batch_size = global_batch();
   state.num_parameters = step_->model()->num_parameters();
@@ -153,7 +153,8 @@ void TrainingRun::resume() {
                  "to continue with the same batch", global_batch(), plan_.cfg.train.batch_size,
                  plan_.cfg.train.grad_accum, world_size(), saved_global_batch);
   spdlog::info("resumed from {} at step {} ({} tokens seen)", from.dir, step_->steps_done(), step_->tokens_seen());
-  if (main_rank()) metrics_.resume_from(from.dir);  // the records up to the checkpoint's step
+  if (main_rank())  // the records up to the checkpoint's step
+    metrics_.resume_from((fs::path(from.dir) / checkpoint::files::kMetrics).string());
   // The same path may still hold other bytes on another node.
   const auto agreement = dist::check_parameters_agree(placement_.group(), step_->optimizer().params());
   if (!agreement.agree)

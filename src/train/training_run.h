@@ -11,11 +11,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
-#include "train/evaluate.h"
-#include "train/metrics.h"
+#include "metrics/jsonl.h"
+#include "metrics/records.h"
 #include "train/placement.h"
 #include "train/plan.h"
 #include "train/step.h"
@@ -28,8 +27,8 @@ struct CheckpointContents;
 
 namespace roformer::train {
 
+class ConsoleSink;
 class MetricsWindow;
-class ProgressReporter;
 class TrainingData;
 
 class TrainingRun {
@@ -57,18 +56,28 @@ class TrainingRun {
 
   // The loop (train_loop.cpp): evaluation, records, the checks and reports between steps.
   void run_eval();
-  void record(const nlohmann::json& rec);  // a metrics record: metrics.jsonl and TensorBoard (rank 0)
+  // A record to every sink (rank 0: the console, metrics.jsonl, TensorBoard); a failed write stops
+  // the run (stop_for_failed_write).
+  void record(const metrics::TrainRecord& record);
+  void record(const metrics::EvalRecord& record);
+  template <class Record>
+  void send(const Record& record);
+  std::vector<metrics::MetricsSink*> sinks();
   // A write the run depends on failed (metrics.jsonl, train.log): saves a checkpoint if it still can
   // (a single process), then throws roformer::Error saying what failed, what was kept and how to go on.
   [[noreturn]] void stop_for_failed_write(const std::string& what);
-  // MFU of a logging window (model FLOPs per step / mean step time / peak of every rank's device);
-  // none where the device's peak is unknown (the CPU, GPUs absent from core::known_peak_tflops).
-  std::optional<double> model_flops_utilization(int64_t n_pred, double ms_per_step) const;
+  // MFU of steps with n_pred predicted positions taking ms_per_step (model::model_flops_utilization
+  // over the peak of every rank's device); none where the device's peak is unknown (the CPU, GPUs
+  // absent from core::known_peak_tflops).
+  std::optional<double> model_flops_utilization(double n_pred, double ms_per_step) const;
   // Throws on a non-finite step; `before`: the steps done when it started, last_synced: the last
   // step whose values were read back.
   void check_finite(const StepResult& r, int64_t before, int64_t last_synced) const;
-  void log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress);
+  void log_step(const StepResult& r, MetricsWindow& window);
   bool stop_if_asked(const StepResult& r);
+  // The end of a run that trained to its last step: the summary to every sink, then the last lines.
+  void finish(const MetricsWindow& window);
+  metrics::RunSummary summary(const MetricsWindow& window) const;
   void report_done() const;
   // Sequences per optimizer step over all ranks: batch_size x grad_accum x processes.
   int64_t global_batch() const;
@@ -80,9 +89,11 @@ class TrainingRun {
   std::unique_ptr<checkpoint::Checkpointer> checkpointer_;  // RUN/checkpoints
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<TrainStep> step_;
-  MetricsWriter metrics_;                       // rank 0
+  metrics::JsonlSink metrics_;                  // rank 0
   std::optional<TensorBoardSink> tensorboard_;  // rank 0 with logging.tensorboard
-  std::optional<EvalResult> last_eval_;         // the latest evaluation of this session (written, not restored)
+  std::unique_ptr<ConsoleSink> console_;        // made by run(): its elapsed time is the training's
+  std::optional<metrics::EvalRecord> last_eval_;   // the latest evaluation of this session (written, not restored)
+  std::optional<metrics::TrainRecord> last_train_;  // the latest logging step of this session
 };
 
 }  // namespace roformer::train

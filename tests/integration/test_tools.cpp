@@ -137,6 +137,9 @@ TEST_F(ToolsTest, InspectReportsStateAndDamage) {
   EXPECT_NE(ok.output.find("step          300"), std::string::npos) << ok.output;
   EXPECT_NE(ok.output.find("tokens seen   153600"), std::string::npos) << ok.output;  // 300 x 16 x 32
   EXPECT_NE(ok.output.find("hidden_size: 64"), std::string::npos) << ok.output;
+  // The last train record: the logging window's means apart from the batch's own figures (issue 41).
+  EXPECT_NE(ok.output.find("last train    step 300: loss "), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find(" (mean of the logging window); last batch loss "), std::string::npos) << ok.output;
   // Damage a copy of the checkpoint.
   const std::string copy = tmp_->str("damaged");
   fs::copy(run_ + "/checkpoints/step_00000300", copy, fs::copy_options::recursive);
@@ -215,6 +218,16 @@ TEST_F(ToolsTest, HandEditedMetricsRecordIsOneLineNamingTheKey) {
       return out;
     };
   };
+  // A record of an older version (no accuracy_avg) still reads: the loss's mean only.
+  const std::string older = edited_checkpoint(run_, tmp_->str("metrics_older"), "metrics.jsonl", [](std::string jsonl) {
+    for (size_t at; (at = jsonl.find("\"accuracy_avg\":")) != std::string::npos;)
+      jsonl.erase(at, jsonl.find(',', at) + 1 - at);
+    return jsonl;
+  });
+  auto old = run_roformer("inspect " + older);
+  EXPECT_EQ(old.exit_code, 0) << old.output;
+  EXPECT_EQ(old.output.find("accuracy_avg"), std::string::npos);
+  EXPECT_NE(old.output.find(" (mean of the logging window); last batch loss "), std::string::npos) << old.output;
   const std::string train = edited_checkpoint(run_, tmp_->str("metrics_train"), "metrics.jsonl", retype("train", "loss"));
   auto inspect = run_roformer("inspect " + train);
   EXPECT_EQ(inspect.exit_code, 1) << inspect.output;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,15 @@ std::string tiny_config(const std::string& dir) {
 std::string fmt_parts(int64_t documents, int64_t tokens) {
   return "train data: 2 prepared directories (" + std::to_string(documents) + " documents, " + std::to_string(tokens) +
          " tokens)";
+}
+
+// "PREFIX<a> MIDDLE<b>" with both figures as the log prints them (4 decimals).
+std::string fmt_figures(const std::string& prefix, const json& a, const std::string& middle, const json& b) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", a.get<double>());
+  std::string out = prefix + buf + middle;
+  std::snprintf(buf, sizeof buf, "%.4f", b.get<double>());
+  return out + buf;
 }
 
 class TrainTest : public ::testing::Test {
@@ -91,6 +101,39 @@ TEST_F(TrainTest, RunWritesCheckpointsMetricsLogAndConfig) {
   auto state = json::parse(read_file(ckpt("a", 12) + "/trainer_state.json"));
   EXPECT_EQ(state["step"], 12);
   EXPECT_EQ(state["tokens_seen"], 12 * 4 * 32);
+}
+
+// Issue 41: the figures say what they are. The live bar shows one batch ("batch loss") with the
+// time elapsed and left; the log line a logging window's means ("mean of N steps"), as metrics.jsonl's
+// loss_avg and accuracy_avg; a run that trains to its end closes with a summary (console and
+// train.log): wall time, mean tokens/s, the last window's means, the last validation figures, peak
+// memory; a resumed run's summary counts its own session.
+TEST_F(TrainTest, FiguresSayWhatTheyAreAndTheRunEndsWithASummary) {
+  auto r = train("s", "--set train.steps=6 --set logging.every=3 --set logging.progress=bar");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("3/6 batch loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" elapsed ETA "), std::string::npos) << r.output;
+  const auto m = metrics("s");
+  ASSERT_EQ(m.size(), 2u);
+  const json& last = m.at(6);
+  EXPECT_NE(r.output.find(fmt_figures("step 6/6 | mean of 3 steps: loss ", last["loss_avg"], " acc ", last["accuracy_avg"])),
+            std::string::npos) << r.output << last;
+  EXPECT_NE(r.output.find(" elapsed | ETA "), std::string::npos) << r.output;
+  const json eval = metrics("s", "eval").at(6);
+  for (const std::string& text : {read_file(tmp_.str("s/train.log")), r.output}) {
+    EXPECT_NE(text.find("summary: 6 steps, 6 of them in this session, in "), std::string::npos) << text;
+    EXPECT_NE(text.find(" tok/s mean over the steps"), std::string::npos) << text;
+    EXPECT_NE(text.find(fmt_figures("summary: final train loss ", last["loss_avg"], " acc ", last["accuracy_avg"]) +
+                        " (mean of 3 steps to step 6) | " +
+                        fmt_figures("validation loss ", eval["loss"], " acc ", eval["accuracy"]) + " (step 6)"),
+              std::string::npos) << text;
+    EXPECT_NE(text.find(" MiB (process peak RSS)"), std::string::npos) << text;
+  }
+  EXPECT_EQ(r.output.find("MFU"), std::string::npos) << "no MFU on the CPU: its peak is not known";
+  // Resumed to train.steps 12: the summary counts this session's 6 steps.
+  auto resumed = run_roformer("train --run-dir " + tmp_.str("s") + " --resume auto --set train.steps=12");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("summary: 12 steps, 6 of them in this session"), std::string::npos) << resumed.output;
 }
 
 TEST_F(TrainTest, ResumeContinuesBitForBit) {

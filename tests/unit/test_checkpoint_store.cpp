@@ -8,6 +8,8 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/file.h"
@@ -231,7 +233,10 @@ TEST(TrainerState, WrittenStateParsesBackToTheSameFields) {
   s.num_parameters = 110257664;
   s.reason = "periodic";
   s.roformer_version = "0.1.0";
-  s.last_eval = roformer::checkpoint::TrainerState::Eval{2.5, 0.41, 0.6, 12.18};
+  roformer::metrics::EvalRecord eval;
+  eval.step = 12, eval.loss = 2.5, eval.accuracy = 0.41, eval.top5_accuracy = 0.6, eval.perplexity = 12.18;
+  eval.n_predicted = 300;
+  s.last_eval = eval;
   const std::string text = roformer::checkpoint::trainer_state_json(s);
   EXPECT_EQ(text.rfind("{\n  \"global_batch_size\": 128,\n", 0), 0u) << text;
   EXPECT_EQ(text.back(), '\n');
@@ -251,6 +256,21 @@ TEST(TrainerState, WrittenStateParsesBackToTheSameFields) {
   ASSERT_TRUE(p.last_eval.has_value());
   EXPECT_EQ(p.last_eval->accuracy, 0.41);
   EXPECT_EQ(p.last_eval->perplexity, 12.18);
+  EXPECT_EQ(p.last_eval->step, 12);
+  EXPECT_EQ(p.last_eval->n_predicted, 300);
+  // An older checkpoint's last_eval (four figures) still reads; a hand-edited figure drops it, as
+  // it is the reader's only and resuming needs none of it.
+  auto with_last_eval = [&](const std::string& last_eval) {
+    auto j = nlohmann::json::parse(text);
+    j["last_eval"] = nlohmann::json::parse(last_eval);
+    return roformer::checkpoint::parse_trainer_state(j.dump(), "state.json");
+  };
+  const auto old = with_last_eval(R"({"loss": 2.5, "accuracy": 0.41, "top5_accuracy": 0.6, "perplexity": 12.18})");
+  ASSERT_TRUE(old.last_eval.has_value());
+  EXPECT_EQ(old.last_eval->top5_accuracy, 0.6);
+  EXPECT_EQ(old.last_eval->n_predicted, 0);
+  EXPECT_FALSE(with_last_eval(R"({"loss": "high", "accuracy": 0.41})").last_eval.has_value());
+  EXPECT_EQ(with_last_eval(R"({"loss": "high"})").step, s.step);
 }
 
 // A checkpoint's config and trainer state, read in one place for every reader: typed, and an error

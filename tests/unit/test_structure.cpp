@@ -252,4 +252,29 @@ TEST(Structure, TheRunDirectoryLayoutIsNamedInOneFile) {
   EXPECT_GT(scanned, 100) << "too few sources found under src/";
 }
 
+// The metric records' fields are named once (metrics/records.h, issue 37): metrics.jsonl, TensorBoard,
+// the console, inspect, the model card, `roformer eval --json` and the trainer state all go through
+// the typed records, so a figure cannot be spelled one way by its writer and another by a reader.
+// The keys checked are the records' own (plain "loss" or "step" are other files' words too).
+TEST(Structure, TheMetricRecordsKeysAreSpelledInOneFile) {
+  const std::vector<std::string> keys = {"loss_avg",   "accuracy_avg", "top5_accuracy", "perplexity",
+                                         "n_predicted", "n_sequences", "grad_norm",     "ms_per_step",
+                                         "data_wait_s"};
+  int homes = 0;
+  const int scanned = for_each_code_line({"src", "app"}, [&](const fs::path& file, int line, const std::string& code) {
+    const bool home = file.filename() == "records.h" && file.parent_path().filename() == "metrics";
+    for (const auto& key : keys) {
+      if (code.find('"' + key + '"') == std::string::npos) continue;
+      if (home) {
+        ++homes;
+        continue;
+      }
+      ADD_FAILURE() << file.string() << ":" << line << " spells \"" << key
+                    << "\": read or write the record through metrics/records.h";
+    }
+  });
+  EXPECT_GT(scanned, 100) << "too few sources found under src/";
+  EXPECT_EQ(homes, static_cast<int>(keys.size())) << "metrics/records.h should name each key once";
+}
+
 }  // namespace

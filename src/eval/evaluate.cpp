@@ -1,20 +1,20 @@
 // Masked-token evaluation over fixed batches; see evaluate.h.
-#include "train/evaluate.h"
+#include "eval/evaluate.h"
 
 #include <chrono>
 #include <cmath>
 
 #include "dist/collectives.h"
 
-namespace roformer::train {
+namespace roformer::eval {
 
-EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
+metrics::EvalRecord evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<data::Batch>& batches,
                         const torch::Device& device, config::Precision precision) {
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
-  EvalResult r;
+  metrics::EvalRecord r;
   // Sums accumulate on the device in float64 and are read once at the end (no per-batch sync).
   auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(device);
   torch::Tensor loss_sum = torch::zeros({}, opts), correct = torch::zeros({}, opts), correct5 = torch::zeros({}, opts);
@@ -56,14 +56,14 @@ EvalResult evaluate_mlm(model::RoFormerForMaskedLM& model, const std::vector<dat
   return r;
 }
 
-EvalResult sum_over_ranks(dist::ProcessGroup& group, const EvalResult& mine) {
+metrics::EvalRecord sum_over_ranks(dist::ProcessGroup& group, const metrics::EvalRecord& mine) {
   if (group.world_size() == 1) return mine;
   const double n = static_cast<double>(mine.n_predicted);
   const auto v = dist::sum_over_ranks(group,
                                       {mine.loss * n, mine.accuracy * n, mine.top5_accuracy * n, n,
                                        static_cast<double>(mine.n_sequences), static_cast<double>(mine.n_tokens)},
                                       "evaluation");
-  EvalResult r = mine;
+  metrics::EvalRecord r = mine;
   r.n_predicted = std::llround(v[3]);
   r.n_sequences = std::llround(v[4]);
   r.n_tokens = std::llround(v[5]);
@@ -76,4 +76,4 @@ EvalResult sum_over_ranks(dist::ProcessGroup& group, const EvalResult& mine) {
   return r;
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::eval

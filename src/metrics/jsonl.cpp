@@ -1,5 +1,5 @@
-// metrics.jsonl: one JSON record per line, flushed as written; see metrics.h.
-#include "train/metrics.h"
+// metrics.jsonl: one JSON record per line, flushed as written; see jsonl.h.
+#include "metrics/jsonl.h"
 
 #include <cerrno>
 #include <cstring>
@@ -9,14 +9,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/files.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "checkpoint/store.h"
 
-namespace roformer::train {
+namespace roformer::metrics {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
+JsonlSink::JsonlSink(const std::string& path) : path_(path), out_(path, std::ios::app) {
   if (!out_) throw Error(fmt::format("cannot open metrics file '{}' for writing", path));
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
@@ -36,13 +34,16 @@ nlohmann::json last_metrics_record(const std::string& path, const std::string& t
   return last;
 }
 
-void MetricsWriter::resume_from(const std::string& checkpoint_dir) {
+void JsonlSink::resume_from(const std::string& saved) {
   out_.close();
-  core::write_file_atomic(path_, core::read_file((std::filesystem::path(checkpoint_dir) / checkpoint::files::kMetrics).string()));
-  *this = MetricsWriter(path_);
+  core::write_file_atomic(path_, core::read_file(saved));
+  *this = JsonlSink(path_);
 }
 
-void MetricsWriter::write(const nlohmann::json& record) {
+void JsonlSink::write(const TrainRecord& record) { write_line(metrics_line(record)); }
+void JsonlSink::write(const EvalRecord& record) { write_line(metrics_line(record)); }
+
+void JsonlSink::write_line(const nlohmann::json& record) {
   if (!out_.is_open()) return;
   errno = 0;
   const std::string line = record.dump() + '\n';
@@ -60,4 +61,4 @@ void MetricsWriter::write(const nlohmann::json& record) {
   }
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::metrics
