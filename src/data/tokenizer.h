@@ -68,6 +68,9 @@ struct TokenizerTrainOptions {
   bool force = false;  // replace a tokenizer already in out_dir (refused otherwise)
 };
 
+// The files `roformer tokenizer train --out DIR` writes (and a run's RUN_DIR/tokenizer holds).
+constexpr const char* kTokenizerModelFile = "tokenizer.model";  // the SentencePiece model
+constexpr const char* kTokenizerVocabFile = "tokenizer.vocab";  // its pieces and scores, for reading
 // The file beside tokenizer.model recording the settings it was trained with (training_settings).
 constexpr const char* kTokenizerSettingsFile = "training.json";
 
@@ -75,7 +78,8 @@ constexpr const char* kTokenizerSettingsFile = "training.json";
 // seed, text field) as canonical JSON text: equal text, same training.
 std::string training_settings(const TokenizerTrainOptions& options);
 
-// SentencePiece skips training lines longer than this many bytes.
+// SentencePiece skips training paragraphs longer than this many bytes; the reader hands out none
+// (longer ones come in pieces: text_reader.h, kMaxParagraphBytes).
 constexpr int64_t kMaxSentenceBytes = 65536;
 
 // Trains a tokenizer and returns the .model path (out_dir/tokenizer.model; tokenizer.vocab and
