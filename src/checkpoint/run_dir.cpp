@@ -162,6 +162,14 @@ CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoic
   const fs::path chosen = fs::canonical(c.resume);
   std::error_code ec;
   const bool own = fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path(), ckpt_dir, ec);
+  const bool set_aside = !own && fs::exists(ckpt_dir) &&
+                         fs::equivalent(chosen.parent_path().parent_path(), ckpt_dir, ec) &&
+                         chosen.parent_path().filename().string().rfind("abandoned-", 0) == 0;
+  if (set_aside)
+    throw Error(fmt::format("--resume {} is a checkpoint this run set aside in {} when it resumed from an earlier "
+                            "step (its history was left there); it is not resumed in place, over the run's current "
+                            "checkpoints. Continue that history in a new directory: roformer train --run-dir NEW_DIR "
+                            "--resume {}", c.resume, chosen.parent_path().string(), c.resume));
   if (!own && !existing.empty())
     throw Error(fmt::format("--resume {} is a checkpoint of another run directory, and '{}' holds checkpoints of its "
                             "own (newest {}): continue from it into an empty --run-dir, or resume this directory's "

@@ -33,9 +33,9 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
   if (e.activation_bytes > e.parameter_bytes) {
     e.largest_key = "train.batch_size";
   } else {
-    const double terms[] = {V * E, L * attention, L * 2 * H * I};
+    const double terms[] = {V * E, L * attention, L * 2 * H * I, static_cast<double>(m.type_vocab_size) * E};
     const char* keys[] = {m.vocab_size > 0 ? "model.vocab_size" : "tokenizer.vocab_size", "model.hidden_size",
-                          "model.intermediate_size"};
+                          "model.intermediate_size", "model.type_vocab_size"};
     e.largest_key = keys[std::max_element(std::begin(terms), std::end(terms)) - std::begin(terms)];
   }
   return e;
