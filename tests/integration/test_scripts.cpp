@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -122,6 +123,38 @@ TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
   EXPECT_EQ(busy.exit_code, 1);
   EXPECT_NE(busy.output.find("is not empty and holds no comparison"), std::string::npos) << busy.output;
   EXPECT_EQ(read_file(tmp.str("busy/notes.txt")), "mine");
+}
+
+// Every variant's factors and config are checked before the first run trains: a factor that is no
+// number, a key that is none, a value roformer refuses; an integer key is scaled exactly.
+TEST(CompareScript, EveryVariantIsCheckedBeforeAnyRunTrains) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 21));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 3, 22));
+  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  auto run_variants = [&](const std::string& variants) {
+    write_file(tmp.str("v.variants"), variants);
+    return run_command("BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() + " ROFORMER_PYTHON=" + python() +
+                       " bash " + source_dir() + "/scripts/compare_runs.sh --variants-file " + tmp.str("v.variants") +
+                       " -c " + tmp.str("cmp.yaml") + " -o " + tmp.str("out") +
+                       " --set tokenizer.input_sentence_size=1234569 2>&1");
+  };
+  const std::string first = "big | exact | tokenizer.input_sentence_size*=3 optimizer.lr*=0.5\n";
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"zero | none | optimizer.lr*=0", "variant 'zero' (--set optimizer.lr=0) does not resolve"},
+           {"dash | typo | optimizer.lr*=1-2", "the factor of optimizer.lr, '1-2', is not a number"},
+           {"typo | typo | optimizer.lrr*=2", "optimizer.lrr is not a numeric key of the config"},
+           {"half | half | tokenizer.input_sentence_size*=0.5",
+            "tokenizer.input_sentence_size = 1234569 times 0.5 is not a whole number"}}) {
+    SCOPED_TRACE(bad);
+    const auto r = run_variants(first + bad + "\n");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("== variant big: --set tokenizer.input_sentence_size=3703707 --set optimizer.lr=0.00025"),
+              std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(tmp.str("out/runs"))) << "no variant trained";
+  }
 }
 
 // scripts/setup.sh's configure step, with a `cmake` that fails after writing the state a failed
