@@ -77,9 +77,6 @@ int run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   config::Config cfg = ck.config;
-  if (req.max_sequences < 0)
-    throw Error(fmt::format("--max-sequences {} is not a count: give 1 or more (or leave it out for all)",
-                            req.max_sequences));
   if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, cfg.model);  // before any data is read
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())

@@ -427,7 +427,7 @@ TEST_F(Reliability, EvalArgumentsAndItsTemporaryFolderAreNamed) {
 
 // A resumed run keeps the tokenizer and the step its checkpoint holds: a tokenizer put in its place,
 // or a trainer state edited to another step (and re-checksummed), is refused, and nothing is
-// changed; a checkpoint the run set aside is named as such.
+// changed; a manifest listing nothing is not intact; a checkpoint the run set aside is named as such.
 TEST_F(Reliability, AResumeTakesItsCheckpointAsSavedOrSaysWhyNot) {
   ASSERT_EQ(train("run", "--set train.steps=6").exit_code, 0);
   ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 130 --no-progress --out " +
@@ -452,12 +452,23 @@ TEST_F(Reliability, AResumeTakesItsCheckpointAsSavedOrSaysWhyNot) {
   expect_user_error(train("run", "--set train.steps=9 --resume auto"),
                     "trainer_state.json: step 5, but the checkpoint is step_00000006");
 
-  // Resuming from step 3 sets step 6 aside; resuming from there is named for what it is.
+  // A manifest listing nothing vouches for nothing: not intact, and --resume auto skips it.
+  write_file(ck + "/manifest.json", R"({"files": {}})");
+  const auto check = run_roformer("inspect " + ck);
+  EXPECT_EQ(check.output.find("integrity ok"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("manifest.json does not list model.safetensors"), std::string::npos) << check.output;
+  const auto skipped = train("run", "--set train.steps=4 --resume auto");
+  ASSERT_EQ(skipped.exit_code, 0) << skipped.output;
+  EXPECT_NE(skipped.output.find("skipping checkpoint " + ck + ": manifest.json does not list"), std::string::npos)
+      << skipped.output;
+  EXPECT_TRUE(fs::exists(checkpoint_dir(tmp_.str("run"), 4)));
+
+  // Resuming from step 3 sets step 4 aside; resuming from there is named for what it is.
   ASSERT_EQ(train("run", "--set train.steps=6 --resume " + checkpoint_dir(tmp_.str("run"), 3)).exit_code, 0);
   std::string aside;
   for (const auto& e : fs::directory_iterator(tmp_.str("run/checkpoints")))
-    if (e.path().filename().string().rfind("abandoned-", 0) == 0) aside = (e.path() / "step_00000006").string();
-  ASSERT_FALSE(aside.empty());
+    if (fs::exists(e.path() / "step_00000004")) aside = (e.path() / "step_00000004").string();
+  ASSERT_NE(aside.find("/abandoned-"), std::string::npos) << aside;
   expect_user_error(train("run", "--set train.steps=9 --resume " + aside),
                     "is a checkpoint this run set aside in");
 }
