@@ -105,7 +105,7 @@ void register_tool_commands(CLI::App& app) {
     auto force = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand(
         "export", "Export a checkpoint for Hugging Face transformers (RoFormerForMaskedLM; BertForMaskedLM for "
-                  "model.position absolute)");
+                  "model.position absolute, DebertaV2ForMaskedLM for disentangled)");
     cmd->add_option("--checkpoint", *checkpoint, "Checkpoint directory, or a run directory")->required();
     cmd->add_option("--format", *format, "Output format")->check(CLI::IsMember({"hf"}))->capture_default_str();
     cmd->add_option("--out", *out, "Output directory (new or empty; never a checkpoint)")->required();

@@ -4,8 +4,10 @@
 // user errors (roformer::Error) into one log line and a non-zero exit, without a stack trace.
 #include <c10/util/Exception.h>
 #include <unistd.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -15,11 +17,14 @@
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/spelling.h"
 
 namespace {
 
@@ -37,6 +42,29 @@ int check_stdout(int code) {
                 "run it again with the output going where there is room",
                 err == ENOSPC ? "no space left on the device" : err ? std::strerror(err) : "a write failed (a full device or a closed reader)");
   return 1;
+}
+
+// A mistyped command word (`roformer trian`, `roformer tokenizer trian`): CLI11 would only say that
+// a subcommand is required, or that an argument was not expected. Follows the command words of argv
+// down the tree and names the first unknown one with the nearest known command. Words after the
+// first option, and a command's own positional arguments, are left to CLI11.
+void check_command_words(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "roformer";
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const auto subs = at->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return;
+    std::vector<std::string> names;
+    for (const CLI::App* sub : subs) names.push_back(sub->get_name());
+    if (const auto known = std::find(names.begin(), names.end(), argv[i]); known != names.end()) {
+      at = subs[static_cast<size_t>(known - names.begin())];
+      path += " " + *known;
+      continue;
+    }
+    if (!at->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty()) return;
+    throw roformer::Error(fmt::format("unknown command '{} {}'; did you mean '{} {}'? (`{} --help` lists the commands)",
+                                      path, argv[i], path, roformer::core::nearest(argv[i], names), path));
+  }
 }
 
 }  // namespace
@@ -59,6 +87,7 @@ int main(int argc, char** argv) {
   roformer::app::register_bench_commands(app);
   roformer::app::register_data_commands(app);
   try {
+    check_command_words(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // CLI11 prints the message (or the help); a usage error is a user error like any other: exit 1,

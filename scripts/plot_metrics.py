@@ -3,11 +3,31 @@
 (with validation points), and the learning rate, against the step.
 
 usage: scripts/plot_metrics.py RUN_DIR/metrics.jsonl [-o out.png]
-Needs matplotlib (installed into the project venv by scripts/setup.sh).
+Needs matplotlib: a Python without it runs the script again with the project venv's Python
+(scripts/setup.sh installs matplotlib there with `make demo`).
 """
 import argparse
 import json
+import os
+import subprocess
 import sys
+
+
+def ensure_matplotlib() -> None:
+    """Re-runs this script under the project venv's Python when this one lacks matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+        return
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    venv = subprocess.run(["bash", os.path.join(here, "setup.sh"), "venv"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    python = os.path.join(venv, "bin", "python")
+    if os.path.realpath(sys.prefix) == os.path.realpath(venv) or not os.access(python, os.X_OK):
+        sys.exit(f"error: {sys.executable} has no matplotlib and the project venv {venv} cannot provide it: run "
+                 "`make demo` (or scripts/setup.sh demo) first, which installs it")
+    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
 
 
 def main() -> int:
@@ -30,6 +50,7 @@ def main() -> int:
     if not train and not evals:
         print(f"error: {args.metrics} holds no records", file=sys.stderr)
         return 1
+    ensure_matplotlib()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -6,9 +6,10 @@
 #      LibTorch we build against) and, for the tests, the reference packages (transformers for
 #      golden values, tensorboard to read our event files, pyarrow and zstandard to write inputs),
 #   3. configures build/ once and builds what was asked.
-# Usage: scripts/setup.sh [demo|all]
+# Usage: scripts/setup.sh [demo|all|venv]
 #   demo  what `make demo` needs: the roformer program; nothing that only the tests need
 #   all   (default) everything: tests, benchmarks, the test-only Debian and Python packages
+#   venv  prints the venv's path and does nothing else (for the scripts that run its programs)
 # Environment knobs:
 #   ROFORMER_VENV   venv location (default ~/.cache/roformer/venv-torch-$TORCH_VERSION)
 #   BUILD_DIR       build directory (default build)
@@ -32,20 +33,21 @@ APT_TEST_PACKAGES="libgtest-dev libgmock-dev"
 # The CUDA headers the wheel's runtime lacks (crt/, nv/), so no CUDA toolkit is needed to compile
 # against it: about 3 MB (cmake/torch_wheel_cuda.cmake).
 # pyarrow: Parquet input; the build links the Arrow C++ libraries of this wheel (CMakeLists.txt,
-# "Input formats").
+# "Input formats"). matplotlib and tensorboard: looking at a run after `make demo`
+# (scripts/plot_metrics.py and scripts/tensorboard.sh run them from this venv).
 PY_PACKAGES="torch==${TORCH_VERSION} nvidia-cuda-crt==${TORCH_CUDA}.* nvidia-cuda-cccl==${TORCH_CUDA}.*
-  pyarrow==${PYARROW_VERSION}"
+  pyarrow==${PYARROW_VERSION} matplotlib tensorboard"
 # zstandard writes the tests' .zst fixtures (pyarrow writes their Parquet ones).
-PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy matplotlib
-  tensorboard zstandard"
+PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy zstandard"
 
 SCOPE="${1:-all}"
 case "$SCOPE" in
-  demo|all) ;;
-  *) echo "usage: scripts/setup.sh [demo|all]" >&2; exit 1 ;;
+  demo|all|venv) ;;
+  *) echo "usage: scripts/setup.sh [demo|all|venv]" >&2; exit 1 ;;
 esac
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ROFORMER_VENV:-$HOME/.cache/roformer/venv-torch-$TORCH_VERSION}"
+if [ "$SCOPE" = venv ]; then echo "$VENV"; exit 0; fi
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 BUILD_TYPE="${BUILD_TYPE:-Release}"
 PY="$VENV/bin/python"

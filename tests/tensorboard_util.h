@@ -124,8 +124,12 @@ inline DecodedEvent decode_event(const std::string& bytes) {
         std::memcpy(&x, &bits, sizeof x);
         e.scalars.emplace_back(tag, x);
       }
-      if (const auto* tensor = field(value, 8))
-        if (const auto* s = field(decode_fields(tensor->bytes), 8)) e.text = s->bytes;
+      if (const auto* tensor = field(value, 8)) {
+        // The decoded fields must outlive the pointer into them: a temporary in the condition dies
+        // before the body runs (Debian 13's allocator reused its bytes).
+        const auto tensor_fields = decode_fields(tensor->bytes);
+        if (const auto* s = field(tensor_fields, 8)) e.text = s->bytes;
+      }
     }
   }
   return e;

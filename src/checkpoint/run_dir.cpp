@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "checkpoint/run_layout.h"
 #include "checkpoint/store.h"
 #include "core/utf8.h"
 #include "tensorboard/event_file.h"
@@ -57,7 +58,7 @@ std::vector<std::string> checkpoints_after(const std::string& chosen) {
 // another run's while this one holds checkpoints (`existing`).
 bool is_own_checkpoint(const fs::path& chosen, const std::string& given, const std::string& run_dir,
                        const std::vector<std::string>& existing) {
-  const std::string ckpt_dir = (fs::path(run_dir) / "checkpoints").string();
+  const std::string ckpt_dir = RunLayout(run_dir).checkpoints();
   std::error_code ec;
   if (fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path(), ckpt_dir, ec)) return true;
   const bool set_aside = fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path().parent_path(), ckpt_dir, ec) &&
@@ -82,8 +83,9 @@ void check_run_dir_is_ours(const std::string& run_dir, const std::string& config
   if (!fs::exists(dir, ec)) return;  // created by the run
   if (!fs::is_directory(dir, ec))
     throw Error(fmt::format("--run-dir '{}' exists and is not a directory; choose a new directory", run_dir));
-  if (fs::exists(dir / ".lock", ec)) {  // a run directory: its files are the runs'
-    if (!config_path.empty() && fs::equivalent(config_path, dir / "config.yaml", ec))
+  const RunLayout layout(run_dir);
+  if (fs::exists(layout.lock(), ec)) {  // a run directory: its files are the runs'
+    if (!config_path.empty() && fs::equivalent(config_path, layout.config(), ec))
       throw Error(fmt::format("-c {} is the run directory's own config.yaml, which the run rewrites with the resolved "
                               "config; copy it first (cp {} my-config.yaml) and pass the copy with -c",
                               config_path, config_path));
@@ -94,13 +96,12 @@ void check_run_dir_is_ours(const std::string& run_dir, const std::string& config
   if (ec) throw Error(fmt::format("cannot read --run-dir '{}': {}", run_dir, ec.message()));
   if (names.empty()) return;
   const std::string listed = core::listed_names(names);
-  throw Error(fmt::format("--run-dir '{}' holds files no roformer run wrote ({}); a run writes config.yaml, train.log, "
-                          "metrics.jsonl, checkpoints/ and more there and must not overwrite or mix with them: give "
-                          "a new or empty directory (e.g. --run-dir {})",
-                          run_dir, listed, (dir / "run").string()));
+  throw Error(fmt::format("--run-dir '{}' holds files no roformer run wrote ({}); a run writes {} there and must not "
+                          "overwrite or mix with them: give a new or empty directory (e.g. --run-dir {})",
+                          run_dir, listed, RunLayout::kWrittenFiles, (dir / "run").string()));
 }
 
-RunDirLock::RunDirLock(const std::string& run_dir) : path_((fs::path(run_dir) / ".lock").string()) {
+RunDirLock::RunDirLock(const std::string& run_dir) : path_(RunLayout(run_dir).lock()) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw Error(fmt::format("cannot create run directory '{}': {}", run_dir, ec.message()));
@@ -135,7 +136,7 @@ RunDirLock::~RunDirLock() {
 }
 
 CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoice& c) {
-  const std::string ckpt_dir = (fs::path(run_dir) / "checkpoints").string();
+  const std::string ckpt_dir = RunLayout(run_dir).checkpoints();
   const auto existing = list_checkpoints(ckpt_dir);
   CheckpointPlan plan;
   if (c.overwrite && !c.resume.empty())
@@ -174,10 +175,11 @@ CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoic
 
   auto check = verify_checkpoint(c.resume);
   std::error_code dir_ec;
-  if (!check.ok && fs::is_directory(fs::path(c.resume) / "checkpoints", dir_ec))  // a run directory, not a checkpoint
+  const RunLayout named(c.resume);
+  if (!check.ok && fs::is_directory(named.checkpoints(), dir_ec))  // a run directory, not a checkpoint
     throw Error(fmt::format("--resume {} is a run directory, not a checkpoint: continue it with --run-dir {} --resume "
                             "auto (its newest complete checkpoint), or name one, e.g. --resume {}",
-                            c.resume, c.resume, (fs::path(c.resume) / "checkpoints" / "step_N").string()));
+                            c.resume, c.resume, (fs::path(named.checkpoints()) / "step_N").string()));
   if (!check.ok)
     throw Error(fmt::format("cannot resume from {}: {}. `roformer train --resume auto` picks the newest complete "
                             "checkpoint instead", c.resume, check.problem));
@@ -194,9 +196,10 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
       core::remove_tree(c, ec);
       if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", c, ec.message()));
     }
-    fs::remove(fs::path(run_dir) / "checkpoints" / "latest", ec);
-    fs::remove(fs::path(run_dir) / "metrics.jsonl", ec);
-    const fs::path events = fs::path(run_dir) / tensorboard::kTensorBoardDir;  // its event files, not what else is there
+    const RunLayout layout(run_dir);
+    fs::remove(layout.latest(), ec);
+    fs::remove(layout.metrics(), ec);
+    const fs::path events = layout.tensorboard();  // its event files, not what else is there
     for (const auto& name : tensorboard::list_event_files(events.string())) {
       fs::remove(events / name, ec);
       if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", (events / name).string(), ec.message()));
@@ -215,7 +218,7 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
     fs::rename(c, aside / fs::path(c).filename(), ec);
     if (ec) throw Error(fmt::format("cannot move checkpoint {} aside into {}: {}", c, aside.string(), ec.message()));
   }
-  core::write_file_atomic((dir / "latest").string(), chosen_name + "\n");
+  core::write_file_atomic((dir / kLatestFile).string(), chosen_name + "\n");
   spdlog::warn("resuming from {}: the run's later checkpoints ({}) belong to a history this run does not continue, "
                "so they were moved to {} (delete them when no longer needed)",
                chosen_name, names_of(plan.later), aside.string());

@@ -14,8 +14,10 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/json_read.h"
 #include "core/hash.h"
 #include "checkpoint/files.h"
+#include "checkpoint/run_layout.h"
 
 namespace roformer::checkpoint {
 namespace fs = std::filesystem;
@@ -23,7 +25,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kManifest = files::kManifest;
-constexpr const char* kLatest = "latest";
 
 bool parse_step_name(const std::string& name, int64_t* step) {
   if (name.rfind("step_", 0) != 0 || name.size() <= 5) return false;
@@ -80,28 +81,22 @@ std::string CheckpointWriter::commit() {
   if (ec) throw Error(fmt::format("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message()));
   committed_ = true;
   core::sync_to_disk(checkpoints_dir_, true);
-  core::write_file_atomic((fs::path(checkpoints_dir_) / kLatest).string(), final_name_ + "\n");
+  core::write_file_atomic((fs::path(checkpoints_dir_) / kLatestFile).string(), final_name_ + "\n");
   return final_dir.string();
 }
 
 std::vector<ManifestEntry> parse_manifest(const std::string& text) {
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("manifest.json is unreadable: ") + e.what());
-  }
-  if (!manifest.is_object() || !manifest.contains("files") || !manifest["files"].is_object())
-    throw Error("manifest.json has no file list");
+  // No advice in the messages: verify_checkpoint's callers say what to do with a damaged checkpoint.
+  const nlohmann::json manifest = core::parse_json(text, kManifest, "");
+  const core::JsonReader files = core::JsonReader(manifest, kManifest, "").object("files");
   std::vector<ManifestEntry> entries;
-  for (const auto& [name, info] : manifest["files"].items()) {
+  for (const auto& name : files.keys()) {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         name.find('\0') != std::string::npos)
       throw Error(fmt::format("manifest.json lists '{}', which is not a file name inside the checkpoint", name));
-    if (!info.is_object() || !info.contains("size") || !info["size"].is_number_unsigned() ||
-        !info.contains("checksum") || !info["checksum"].is_string())
-      throw Error(fmt::format("manifest.json: the entry of {} needs a size (a count of bytes) and a checksum", name));
-    entries.push_back({name, info["size"].get<uint64_t>(), info["checksum"].get<std::string>()});
+    const core::JsonReader info = files.object(name);
+    const int64_t size = info.count("size");  // bytes
+    entries.push_back({name, static_cast<uint64_t>(size), info.string("checksum")});
   }
   return entries;
 }
@@ -185,8 +180,8 @@ std::string resolve_checkpoint_dir(const std::string& path) {
   if (!fs::exists(path))
     throw Error(fmt::format("checkpoint '{}' does not exist; pass a checkpoint directory "
                             "(RUN_DIR/checkpoints/step_N) or a run directory", path));
-  if (fs::exists(fs::path(path) / "manifest.json") || fs::exists(fs::path(path) / "trainer_state.json")) return path;
-  for (const auto& dir : {fs::path(path) / "checkpoints", fs::path(path)}) {
+  if (fs::exists(fs::path(path) / files::kManifest) || fs::exists(fs::path(path) / files::kTrainerState)) return path;
+  for (const auto& dir : {fs::path(RunLayout(path).checkpoints()), fs::path(path)}) {
     if (!list_checkpoints(dir.string()).empty()) {
       std::vector<std::string> warnings;
       auto found = find_latest_valid_checkpoint(dir.string(), &warnings);

@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/spelling.h"
 
 namespace roformer::config {
 namespace {
@@ -479,31 +480,6 @@ const std::vector<Field>& fields() {
   return table;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// The candidate closest to `word`: edit distance, also against the candidate's prefix of the same
-// length plus one, so a key typed short (model.hiden for model.hidden_size) still finds its match.
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = std::numeric_limits<size_t>::max();
-  for (const auto& c : candidates) {
-    size_t d = edit_distance(word, c);
-    if (c.size() > word.size()) d = std::min(d, edit_distance(word, c.substr(0, word.size())) + 1);
-    if (d < best_d) best_d = d, best = c;
-  }
-  return best;
-}
-
 std::vector<std::string> section_names() {
   std::vector<std::string> out;
   for (const auto& f : fields())
@@ -527,7 +503,7 @@ const Field* find_field(const std::string& path) {
 
 [[noreturn]] void unknown_key(const std::string& path) {
   throw Error(fmt::format("unknown config key {}; did you mean {}? (`roformer config defaults` lists every key)",
-                          path, nearest(path, all_keys())));
+                          path, core::nearest(path, all_keys())));
 }
 
 // yaml-cpp keeps both entries of a repeated key, and a later one would silently win (or, for a
@@ -553,7 +529,7 @@ void apply_yaml(Config& config, const YAML::Node& root, const std::string& origi
     const std::string name = scalar_text(sec.first);
     if (std::find(sections.begin(), sections.end(), name) == sections.end())
       throw Error(fmt::format("{}: unknown config section '{}'; did you mean '{}'? Sections: {}", origin, name,
-                              nearest(name, sections), fmt::join(sections, ", ")));
+                              core::nearest(name, sections), fmt::join(sections, ", ")));
     if (sec.second.IsNull()) continue;
     if (!sec.second.IsMap())
       throw Error(fmt::format("{}: section '{}' must be a mapping of keys", origin, name));

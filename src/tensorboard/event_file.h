@@ -16,9 +16,6 @@
 
 namespace roformer::tensorboard {
 
-// The folder of a run directory that holds its event files.
-inline constexpr const char* kTensorBoardDir = "tensorboard";
-
 // TFRecord's masked CRC-32C: rotated right by 15 bits plus 0xa282ead8, so that the checksum of
 // data which itself holds checksums is not degenerate.
 uint32_t masked_crc32c(std::string_view bytes);

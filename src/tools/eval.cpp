@@ -16,6 +16,7 @@
 #include "core/file.h"
 #include "core/temp_dir_guard.h"
 #include "data/corpus.h"
+#include "data/tokenizer.h"
 #include "data/loader.h"
 #include "checkpoint/loader.h"
 #include "train/evaluate.h"
@@ -33,12 +34,12 @@ class TempPrepared {
   TempPrepared(const std::vector<std::string>& files, const std::string& tokenizer_bytes, const std::string& text_field)
       : scratch_("roformer-eval-", "eval's prepared copy of the data") {
     try {
-      core::write_file_checked((scratch_.path() / "tokenizer.model").string(), tokenizer_bytes);
+      core::write_file_checked((scratch_.path() / data::kTokenizerModelFile).string(), tokenizer_bytes);
     } catch (const Error& e) {  // a full TMPDIR is the cause, not the data
       scratch_.fail(e.what());
     }
     data::PrepareOptions o;
-    o.tokenizer_model = (scratch_.path() / "tokenizer.model").string();
+    o.tokenizer_model = (scratch_.path() / data::kTokenizerModelFile).string();
     o.inputs = files;
     o.out_dir = dir();
     o.text_field = text_field;
@@ -57,27 +58,28 @@ constexpr int64_t kMaxEvalSeqLen = int64_t{1} << 20;
 
 // --seq-len: a learned absolute table (BERT's, DeBERTa-v1's input table, the enhanced mask decoder's)
 // has model.max_position_embeddings rows; rotary extends its table by the formula, relative buckets
-// cover any distance (the longest share the outermost bucket), and without positions any length runs.
-int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
+// cover any distance (the longest share the outermost bucket), and without positions any length runs
+// (model::PositionScheme::max_length).
+int64_t checked_seq_len(int64_t seq_len, const model::PositionScheme& positions) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
   if (seq_len > kMaxEvalSeqLen)
     throw Error(fmt::format("--seq-len {} is beyond what attention over one sequence can hold (its scores grow with the "
                             "square of the length); evaluate at {} tokens or fewer", seq_len, kMaxEvalSeqLen));
-  if (seq_len > m.max_position_embeddings && config::has_absolute_table(m))
+  if (const auto longest = positions.max_length(); longest && seq_len > *longest)
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
-                            seq_len, m.max_position_embeddings, m.max_position_embeddings));
+                            seq_len, *longest, *longest));
   return seq_len;
 }
 
 }  // namespace
 
-int run_eval(const EvalRequest& req) {
+void run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   config::Config cfg = ck.config;
-  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, cfg.model);  // before any data is read
+  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, ck.model->positions());  // before any data is read
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())
     throw Error("no evaluation data: pass --data FILE... (text, JSONL, Parquet, a folder or prepared directories); "
@@ -130,7 +132,6 @@ int run_eval(const EvalRequest& req) {
                           {"tokens_per_s", tokens_per_s}, {"seconds", r.seconds}};
     std::cout << rec.dump() << std::endl;
   }
-  return 0;
 }
 
 }  // namespace roformer::tools

@@ -50,7 +50,9 @@ bool is_hparam(const std::string& key) {
 std::vector<tensorboard::Scalar> tensorboard_scalars(const nlohmann::json& record) {
   std::vector<tensorboard::Scalar> out;
   if (!record.is_object()) return out;
-  const std::string type = record.value("type", "");
+  // A record edited by hand is read as far as it can be: a field of another type is left out.
+  const auto it_type = record.find("type");
+  const std::string type = it_type != record.end() && it_type->is_string() ? it_type->get<std::string>() : "";
   for (const auto& t : kTags) {
     if (type != t.type) continue;
     const auto it = record.find(t.field);
@@ -71,10 +73,9 @@ std::vector<tensorboard::HParam> tensorboard_hparams(const config::Config& confi
   return out;
 }
 
-TensorBoardSink::TensorBoardSink(const config::Config& config, const std::string& run_dir,
-                                 std::optional<int64_t> resumed_at, const std::string& metrics_path)
-    : earlier_files_(tensorboard::list_event_files((fs::path(run_dir) / kTensorBoardDir).string())),
-      writer_((fs::path(run_dir) / kTensorBoardDir).string()) {
+TensorBoardSink::TensorBoardSink(const config::Config& config, const checkpoint::RunLayout& run,
+                                 std::optional<int64_t> resumed_at)
+    : earlier_files_(tensorboard::list_event_files(run.tensorboard())), writer_(run.tensorboard()) {
   const int64_t first = resumed_at ? *resumed_at + 1 : 0;
   const double now = tensorboard::wall_time_now();
   if (!resumed_at && !earlier_files_.empty())
@@ -82,7 +83,7 @@ TensorBoardSink::TensorBoardSink(const config::Config& config, const std::string
                  "SessionLog START supersedes the earlier ones) but keeps the earlier run's HParams; delete them "
                  "for a clean record", fs::path(path()).parent_path().string(), earlier_files_.size());
   writer_.add(tensorboard::session_start_event(now, first));
-  if (resumed_at && earlier_files_.empty()) replay(metrics_path, *resumed_at);
+  if (resumed_at && earlier_files_.empty()) replay(run.metrics(), *resumed_at);
   writer_.add(tensorboard::text_event(now, first, "config", "```yaml\n" + config::to_yaml(config) + "```\n"));
   writer_.add(tensorboard::hparams_session_start_event(now, first, tensorboard_hparams(config)));
   writer_.flush();

@@ -22,20 +22,18 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "checkpoint/run_layout.h"
 #include "core/config.h"
 #include "tensorboard/event_file.h"
 #include "tensorboard/summary.h"
 
 namespace roformer::train {
 
-using tensorboard::kTensorBoardDir;  // inside the run directory
-
 class TensorBoardSink {
  public:
-  // resumed_at: the step of the checkpoint the run resumed from; none for a new run. metrics_path:
-  // the run's metrics.jsonl as restored (replayed only as described above).
-  TensorBoardSink(const config::Config& config, const std::string& run_dir, std::optional<int64_t> resumed_at,
-                  const std::string& metrics_path);
+  // Writes into run.tensorboard(). resumed_at: the step of the checkpoint the run resumed from;
+  // none for a new run. The run's metrics.jsonl, as restored, is replayed only as described above.
+  TensorBoardSink(const config::Config& config, const checkpoint::RunLayout& run, std::optional<int64_t> resumed_at);
 
   // One metrics.jsonl record ("type": "train" or "eval") as scalars at its step; flushed.
   void write(const nlohmann::json& record);

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/files.h"
+#include "checkpoint/run_layout.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/hash.h"
@@ -22,14 +23,6 @@ TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
   auto loader_opts = data::loader_options_from_config(cfg, cfg.train.batch_size);
   loader_opts.seed = cfg.train.seed;
   loader_opts.pin_memory = pin_memory;
-  if (plan.synthetic) {
-    synthetic_vocab_ = cfg.model.vocab_size;
-    if (synthetic_vocab_ < 6)
-      throw Error(fmt::format("synthetic data needs model.vocab_size of at least 6 (5 special tokens + 1), got {}; "
-                              "e.g. --set model.vocab_size=8000", synthetic_vocab_));
-    synthetic_ = std::make_unique<SyntheticBatches>(synthetic_vocab_, loader_opts);
-    return;
-  }
   load_tokenizer(plan, main_rank);
   loader_opts.rank = plan.env.rank;  // each rank reads its rows of every global batch
   loader_opts.world_size = plan.env.world_size;
@@ -41,19 +34,6 @@ TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
                                             cfg.eval.max_sequences, cfg.eval.batch_size, cfg.eval.seed);
   }
 }
-
-data::Batch TrainingData::next() { return synthetic_ ? synthetic_->next() : loader_->next(); }
-
-int64_t TrainingData::vocab_size() const { return tokenizer_ ? tokenizer_->vocab_size() : synthetic_vocab_; }
-
-int64_t TrainingData::sequences_per_epoch() const { return loader_ ? loader_->sequences_per_epoch() : 0; }
-
-std::optional<data::LoaderState> TrainingData::position() const {
-  if (!loader_) return std::nullopt;
-  return loader_->state();
-}
-
-void TrainingData::rewind(const data::LoaderState& position) { loader_->restore(position); }
 
 void TrainingData::save(checkpoint::TrainerState& state) const {
   const data::LoaderState position = loader_->state();
@@ -75,7 +55,7 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
   std::string path;
   if (plan.resume) {
     const std::string& dir = plan.resume->dir;
-    path = (fs::path(plan.run_dir) / "tokenizer" / "tokenizer.model").string();
+    path = checkpoint::RunLayout(plan.run_dir).tokenizer_model();
     const std::string saved = (fs::path(dir) / files::kTokenizer).string();
     if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum(saved)) {
       fs::create_directories(fs::path(path).parent_path());
@@ -97,8 +77,9 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
 // run in this directory (failed, or replaced with --overwrite) is reused only when it was trained
 // with the very same settings (its training.json), else trained again. Returns its path.
 std::string TrainingData::train_run_tokenizer(const config::Config& cfg, const std::string& run_dir, bool main_rank) {
-  const fs::path tok_dir = fs::path(run_dir) / "tokenizer";
-  std::string path = (tok_dir / "tokenizer.model").string();
+  const checkpoint::RunLayout layout(run_dir);
+  const fs::path tok_dir = layout.tokenizer_dir();
+  std::string path = layout.tokenizer_model();
   auto tok_options = data::tokenizer_options_from_config(cfg, tok_dir.string());
   tok_options.force = true;
   if (fs::exists(path)) {
@@ -135,7 +116,7 @@ std::shared_ptr<const data::PreparedCorpus> TrainingData::prepare(const Plan& pl
   request.files = files;
   request.name = name;
   request.cache_dir =
-      plan.cfg.data.prepared_dir.empty() ? (fs::path(plan.run_dir) / "data").string() : plan.cfg.data.prepared_dir;
+      plan.cfg.data.prepared_dir.empty() ? checkpoint::RunLayout(plan.run_dir).data() : plan.cfg.data.prepared_dir;
   request.text_field = plan.cfg.data.text_field;
   request.resuming = plan.resume.has_value();
   return data::open_prepared_data(request, *tokenizer_);

@@ -1,7 +1,8 @@
 // The scripts a user runs beside the CLI: scripts/compare_positions.sh (position schemes trained at
 // an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file, a
 // PNG, and runs that TensorBoard's HParams tab compares), on a tiny model and a synthetic corpus
-// so it runs in seconds; and scripts/setup.sh's handling of a failed configure.
+// so it runs in seconds; scripts/setup.sh's handling of a failed configure; and the commands that
+// look at a run (plot_metrics.py, tensorboard.sh) from the project's venv.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -185,4 +186,71 @@ TEST(SetupScript, AFailedConfigureLeavesNothingThatBreaksTheNextRun) {
   EXPECT_NE(half.output.find("rm -rf " + build + "/CMakeCache.txt " + build + "/CMakeFiles"), std::string::npos)
       << half.output;
   EXPECT_EQ(read_file(build + "/CMakeCache.txt"), "half");
+}
+
+// After `make demo` alone, README's commands to look at a run work whatever Python is on PATH:
+// plot_metrics.py runs itself again under the venv's Python when the caller's lacks matplotlib, and
+// tensorboard.sh runs the venv's TensorBoard. A venv that is missing is named with what to run.
+TEST(LookAtARun, PlotAndTensorBoardUseTheProjectVenv) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_file(tmp.str("metrics.jsonl"),
+             "{\"type\":\"train\",\"step\":10,\"loss\":7.0,\"loss_avg\":7.2,\"accuracy\":0.02,\"lr\":0.001}\n"
+             "{\"type\":\"eval\",\"step\":10,\"loss\":6.9,\"accuracy\":0.03}\n");
+  const std::string venv = fs::path(python()).parent_path().parent_path().string();
+  const std::string env = "ROFORMER_VENV=" + venv + " ";
+  // /usr/bin/python3 stands for a Python without the project's packages (Debian's has no matplotlib).
+  const std::string system_python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  auto plot = run_command(env + system_python + " " + source_dir() + "/scripts/plot_metrics.py " +
+                          tmp.str("metrics.jsonl"));
+  EXPECT_EQ(plot.exit_code, 0) << plot.output;
+  EXPECT_GT(fs::exists(tmp.str("metrics.png")) ? fs::file_size(tmp.str("metrics.png")) : 0u, 1000u) << plot.output;
+  auto tb = run_command(env + "bash " + source_dir() + "/scripts/tensorboard.sh --version_tb");
+  EXPECT_EQ(tb.exit_code, 0) << tb.output;
+  EXPECT_NE(tb.output.find('.'), std::string::npos) << "a version number: " << tb.output;
+
+  auto missing = run_command("ROFORMER_VENV=" + tmp.str("no-venv") + " bash " + source_dir() +
+                             "/scripts/tensorboard.sh --logdir x");
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("run `make demo`"), std::string::npos) << missing.output;
+  if (system_python == "/usr/bin/python3" &&
+      run_command("/usr/bin/python3 -c 'import matplotlib'").exit_code != 0) {  // the re-run is what plots
+    missing = run_command("ROFORMER_VENV=" + tmp.str("no-venv") + " /usr/bin/python3 " + source_dir() +
+                          "/scripts/plot_metrics.py " + tmp.str("metrics.jsonl"));
+    EXPECT_EQ(missing.exit_code, 1) << missing.output;
+    EXPECT_NE(missing.output.find("run `make demo`"), std::string::npos) << missing.output;
+  }
+}
+
+// compare_report.py's verdict on the RoFormer paper's claim judges only what the seeds can tell: one
+// seed gives no verdict, and a step counts for a side only when every seed of it is ahead.
+TEST(CompareReport, TheVerdictNeedsTheSeedsSpread) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  const std::string script = R"PY(
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("report", sys.argv[1])
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+run = lambda losses: {"curve": [(100 * (i + 1), l, 0.1) for i, l in enumerate(losses)]}
+cases = {
+    "one seed": {"rotary": [run([5.0, 4.0])], "absolute": [run([5.5, 4.5])]},
+    "clear": {"rotary": [run([5.0, 4.0]), run([5.1, 4.1])], "absolute": [run([5.5, 4.5]), run([5.6, 4.6])]},
+    "overlap": {"rotary": [run([5.0, 4.0]), run([5.7, 4.7])], "absolute": [run([5.5, 4.5]), run([5.6, 4.6])]},
+    "part": {"rotary": [run([5.0, 4.0]), run([5.1, 4.7])], "absolute": [run([5.5, 4.5]), run([5.6, 4.6])]},
+}
+for name, variants in cases.items():
+    print(name + ": " + report.verdict_positions(variants))
+)PY";
+  TempDir tmp;
+  write_file(tmp.str("verdict.py"), script);
+  const auto r = run_command(python() + " " + tmp.str("verdict.py") + " " + source_dir() + "/scripts/compare_report.py");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string expected :
+       {"one seed: Rotary's mean validation loss (1 seed)", "**Not enough runs to judge the paper's claim",
+        "clear: Rotary's mean validation loss (2 seeds)", "held here:** every rotary seed was below every absolute",
+        "overlap: ", "**Not enough to judge the paper's claim", "part: ",
+        "held only in part:** rotary was clearly ahead (every seed) at steps 100, absolute at none, and the two were "
+        "within the seeds' spread at 200"})
+    EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
+  EXPECT_EQ(r.output.find("held here.**"), std::string::npos) << "the old one-seed verdict\n" << r.output;
 }

@@ -86,7 +86,7 @@ TEST(TensorBoardSink, ANewRunStartsAtStepZeroAndEndsWithTheSession) {
   rt::TempDir run;
   const auto config = roformer::config::parse_config("train:\n  steps: 10\nschedule:\n  warmup_steps: 2\n");
   {
-    TensorBoardSink sink(config, run.str(), std::nullopt, run.str("metrics.jsonl"));
+    TensorBoardSink sink(config, roformer::checkpoint::RunLayout(run.str()), std::nullopt);
     sink.write(kTrain);
     sink.write(kEval);
     sink.finish(10);
@@ -110,7 +110,7 @@ TEST(TensorBoardSink, ANewRunStartsAtStepZeroAndEndsWithTheSession) {
 
 TEST(TensorBoardSink, EachRecordIsOnDiskWhenWriteReturns) {
   rt::TempDir run;
-  TensorBoardSink sink(roformer::config::Config{}, run.str(), std::nullopt, run.str("metrics.jsonl"));
+  TensorBoardSink sink(roformer::config::Config{}, roformer::checkpoint::RunLayout(run.str()), std::nullopt);
   EXPECT_EQ(newest_events(run.str()).size(), 4u) << "the head is flushed by the constructor";
   sink.write(kTrain);
   EXPECT_EQ(newest_events(run.str()).size(), 5u) << "a live TensorBoard sees the logging step";
@@ -119,8 +119,8 @@ TEST(TensorBoardSink, EachRecordIsOnDiskWhenWriteReturns) {
 TEST(TensorBoardSink, AResumedRunStartsAfterTheCheckpoint) {
   rt::TempDir run;
   const roformer::config::Config config;
-  { TensorBoardSink first(config, run.str(), std::nullopt, run.str("metrics.jsonl")); }
-  TensorBoardSink resumed(config, run.str(), int64_t{40}, run.str("metrics.jsonl"));
+  { TensorBoardSink first(config, roformer::checkpoint::RunLayout(run.str()), std::nullopt); }
+  TensorBoardSink resumed(config, roformer::checkpoint::RunLayout(run.str()), int64_t{40});
   ASSERT_EQ(tb::list_event_files(run.str("tensorboard")).size(), 2u) << "one file per process start";
   const auto events = newest_events(run.str());
   ASSERT_EQ(events.size(), 4u) << "the directory had event files: nothing replayed";
@@ -137,7 +137,7 @@ TEST(TensorBoardSink, AResumedRunWithoutEventFilesReplaysMetricsUpToTheCheckpoin
   json early = kTrain;
   early["step"] = 20;
   rt::write_file(run.str("metrics.jsonl"), early.dump() + "\n" + kEval.dump() + "\n{cut short\n" + later.dump() + "\n");
-  TensorBoardSink resumed(roformer::config::Config{}, run.str(), int64_t{40}, run.str("metrics.jsonl"));
+  TensorBoardSink resumed(roformer::config::Config{}, roformer::checkpoint::RunLayout(run.str()), int64_t{40});
   const auto events = newest_events(run.str());
   ASSERT_EQ(events.size(), 6u);
   EXPECT_TRUE(events[1].session_start);

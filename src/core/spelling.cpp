@@ -1,0 +1,32 @@
+// See spelling.h.
+#include "core/spelling.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace roformer::core {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (c.size() > word.size()) d = std::min(d, edit_distance(word, c.substr(0, word.size())) + 1);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
+}  // namespace roformer::core
