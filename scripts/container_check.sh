@@ -31,6 +31,8 @@ while getopts "c:m:w:k" opt; do
     *) sed -n '7,14p' "$0" >&2; exit 1 ;;
   esac
 done
+[ -n "$WORK" ] || { echo "container_check: -w needs a folder" >&2; exit 1; }
+WORK="$(realpath -m "$WORK")"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SHARED_DIR="${SHARED_DIR:-$REPO/../shared}"
 COMMIT="$(git -C "$REPO" rev-parse "${COMMIT:-HEAD}")"
@@ -88,11 +90,12 @@ for t in podman runc debootstrap; do command -v "$t" >/dev/null || missing_tools
 # archives, no apt lists, bash as the command. Plus this site's settings for reaching the archives,
 # as any machine on its network has them: extra CA certificates (a TLS-inspecting proxy; they enter
 # the trust store when the Dockerfile installs ca-certificates) and pip's configuration.
+# (A phase's function runs where errexit does not apply: each step that can fail returns.)
 make_base() {
   local root="$WORK/base"
-  debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR"
+  debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR" || return 1
   rm -f "$root/etc/apt/sources.list"
-  cat >"$root/etc/apt/sources.list.d/debian.sources" <<EOF
+  cat >"$root/etc/apt/sources.list.d/debian.sources" <<EOF || return 1
 Types: deb
 URIs: $MIRROR
 Suites: $SUITE $SUITE-updates
@@ -107,12 +110,13 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
   if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
-    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    mkdir -p "$root/usr/local/share/ca-certificates" &&
+      cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/" || return 1
   fi
-  [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
+  if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$root/etc/pip.conf" || return 1; fi
   tar -C "$root" -c . | podman import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'CMD ["bash"]' - "$BASE_REF"
+    --change 'CMD ["bash"]' - "$BASE_REF" || return 1
   rm -rf --one-file-system "$root"
 }
 if podman image exists "$BASE_REF"; then
@@ -124,8 +128,7 @@ fi
 row "base image" "$BASE_REF, $(podman image inspect --format '{{.Size}}' "$BASE_REF" | numfmt --to=si)B"
 
 clone() {
-  git clone -q --no-checkout "$REPO" "$WORK/src"
-  git -C "$WORK/src" checkout -q --detach "$COMMIT"
+  git clone -q --no-checkout "$REPO" "$WORK/src" && git -C "$WORK/src" checkout -q --detach "$COMMIT"
 }
 phase "clone $COMMIT" clone
 # --pull=never: the base is the one made above, never a registry's.
