@@ -8,8 +8,10 @@ claim), OUT/results.json and OUT/curves.png (validation loss and MLM accuracy ag
 usage: scripts/compare_report.py OUT
 Claims:
   positions  (RoFormer, Su et al. 2021, section 4.5.1 / figure 3): with rotary position embedding
-             the MLM loss falls faster than with BERT's learned absolute positions. Here: the mean
-             over seeds of the validation loss at each evaluation step, rotary against absolute.
+             the MLM loss falls faster than with BERT's learned absolute positions. Here: the
+             validation loss at each evaluation step, rotary against absolute; a step counts for a
+             side only when every seed of it is below every seed of the other, and one seed gives
+             no verdict (its spread is unknown).
   recipe     each variant against the first (the baseline): the final validation MLM accuracy at
              the training length, seed by seed (same seed, same data order and evaluation), at every
              budget. A gain is "clear" when every seed gains at every budget.
@@ -113,33 +115,52 @@ def final_value(run, field="accuracy"):
     return rec["eval"][field] if rec and "eval" in rec else None
 
 
+def seed_losses(group, step):
+    """The validation loss of each run of the group at `step`."""
+    return [l for run in group for st, l, _ in run["curve"] if st == step]
+
+
 def verdict_positions(variants):
+    """Judged only where the seeds say something: a step counts for rotary when every rotary seed's
+    loss is below every absolute seed's (and the other way round); with one seed there is no spread,
+    so no verdict."""
     if "rotary" not in variants or "absolute" not in variants:
         return "The claim needs both the rotary and the absolute variant; this comparison lacks one."
-    rot, ab = mean_curve(variants["rotary"]), mean_curve(variants["absolute"])
+    rot_g, ab_g = variants["rotary"], variants["absolute"]
+    rot, ab = mean_curve(rot_g), mean_curve(ab_g)
     steps = sorted(set(rot) & set(ab))
     if not steps:
         return "No common validation steps for rotary and absolute (eval.every is 0?): no verdict."
-    lower = [s for s in steps if rot[s][0] < ab[s][0]]
     last = steps[-1]
     ab_final = ab[last][0]
     reach = next((s for s in steps if rot[s][0] <= ab_final), None)
-    seeds = len(variants["rotary"])
-    held = len(lower) == len(steps)
+    seeds = min(len(rot_g), len(ab_g))
     text = (f"Rotary's mean validation loss ({seeds} seed{'s' if seeds > 1 else ''}) was below absolute's at "
-            f"{len(lower)} of {len(steps)} evaluations (steps {steps[0]}..{last}); at step {last} it was "
-            f"{rot[last][0]:.4f} against {ab_final:.4f} ({rot[last][0] - ab_final:+.4f}), MLM accuracy "
-            f"{rot[last][1]:.4f} against {ab[last][1]:.4f}. ")
+            f"{sum(rot[s][0] < ab[s][0] for s in steps)} of {len(steps)} evaluations (steps {steps[0]}..{last}); "
+            f"at step {last} it was {rot[last][0]:.4f} against {ab_final:.4f} ({rot[last][0] - ab_final:+.4f}), "
+            f"MLM accuracy {rot[last][1]:.4f} against {ab[last][1]:.4f}. ")
     if reach is not None:
         text += f"Rotary reached absolute's final validation loss at step {reach} of {last}. "
-    if held:
-        text += "**The paper's claim (the MLM loss falls faster with rotary positions) held here.**"
-    elif not lower:
-        text += "**The paper's claim did not hold here: absolute was at least as good at every evaluation.**"
-    else:
-        text += ("**The claim held only in part here: rotary was ahead at the steps "
-                 + ", ".join(str(s) for s in lower) + " and not at the others.**")
-    return text
+    claim = "the MLM loss falls faster with rotary positions"
+    if seeds < 2:
+        return text + (f"**Not enough runs to judge the paper's claim ({claim}):** one seed shows no spread, so a "
+                       "difference cannot be told from noise; run at least two seeds (--seeds \"1234 1235\").")
+    ahead = [s for s in steps if max(seed_losses(rot_g, s)) < min(seed_losses(ab_g, s))]
+    behind = [s for s in steps if max(seed_losses(ab_g, s)) < min(seed_losses(rot_g, s))]
+    within = [s for s in steps if s not in ahead and s not in behind]
+    listed = lambda xs: ", ".join(str(s) for s in xs)  # noqa: E731
+    if len(ahead) == len(steps):
+        return text + (f"**The paper's claim ({claim}) held here:** every rotary seed was below every absolute "
+                       f"seed at every evaluation ({seeds} seeds).")
+    if len(behind) == len(steps):
+        return text + (f"**The paper's claim ({claim}) did not hold here:** every absolute seed was below every "
+                       f"rotary seed at every evaluation ({seeds} seeds).")
+    if not ahead and not behind:
+        return text + (f"**Not enough to judge the paper's claim ({claim}):** the two overlap within the seeds' "
+                       f"spread at every evaluation ({seeds} seeds); more seeds or steps would tell.")
+    return text + (f"**The claim ({claim}) held only in part:** rotary was clearly ahead (every seed) at steps "
+                   f"{listed(ahead) or 'none'}, absolute at {listed(behind) or 'none'}, and the two were within "
+                   f"the seeds' spread at {listed(within) or 'none'} ({seeds} seeds).")
 
 
 def recipe_deltas(by_budget, base):

@@ -190,3 +190,36 @@ TEST(LookAtARun, PlotAndTensorBoardUseTheProjectVenv) {
     EXPECT_NE(missing.output.find("run `make demo`"), std::string::npos) << missing.output;
   }
 }
+
+// compare_report.py's verdict on the RoFormer paper's claim judges only what the seeds can tell: one
+// seed gives no verdict, and a step counts for a side only when every seed of it is ahead.
+TEST(CompareReport, TheVerdictNeedsTheSeedsSpread) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  const std::string script = R"PY(
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("report", sys.argv[1])
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+run = lambda losses: {"curve": [(100 * (i + 1), l, 0.1) for i, l in enumerate(losses)]}
+cases = {
+    "one seed": {"rotary": [run([5.0, 4.0])], "absolute": [run([5.5, 4.5])]},
+    "clear": {"rotary": [run([5.0, 4.0]), run([5.1, 4.1])], "absolute": [run([5.5, 4.5]), run([5.6, 4.6])]},
+    "overlap": {"rotary": [run([5.0, 4.0]), run([5.7, 4.7])], "absolute": [run([5.5, 4.5]), run([5.6, 4.6])]},
+    "part": {"rotary": [run([5.0, 4.0]), run([5.1, 4.7])], "absolute": [run([5.5, 4.5]), run([5.6, 4.6])]},
+}
+for name, variants in cases.items():
+    print(name + ": " + report.verdict_positions(variants))
+)PY";
+  TempDir tmp;
+  write_file(tmp.str("verdict.py"), script);
+  const auto r = run_command(python() + " " + tmp.str("verdict.py") + " " + source_dir() + "/scripts/compare_report.py");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string expected :
+       {"one seed: Rotary's mean validation loss (1 seed)", "**Not enough runs to judge the paper's claim",
+        "clear: Rotary's mean validation loss (2 seeds)", "held here:** every rotary seed was below every absolute",
+        "overlap: ", "**Not enough to judge the paper's claim", "part: ",
+        "held only in part:** rotary was clearly ahead (every seed) at steps 100, absolute at none, and the two were "
+        "within the seeds' spread at 200"})
+    EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
+  EXPECT_EQ(r.output.find("held here.**"), std::string::npos) << "the old one-seed verdict\n" << r.output;
+}
