@@ -1,10 +1,14 @@
 // The scripts a user runs beside the CLI: scripts/compare_positions.sh (position schemes trained at
 // an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file, a
 // PNG, and runs that TensorBoard's HParams tab compares), on a tiny model and a synthetic corpus
-// so it runs in seconds; scripts/setup.sh's handling of a failed configure; and the commands that
-// look at a run (plot_metrics.py, tensorboard.sh) from the project's venv.
+// so it runs in seconds; scripts/setup.sh's handling of a failed configure; container_check.sh's
+// refusal of a scratch folder that exists; and the commands that look at a run (plot_metrics.py,
+// tensorboard.sh) from the project's venv.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -186,6 +190,21 @@ TEST(SetupScript, AFailedConfigureLeavesNothingThatBreaksTheNextRun) {
   EXPECT_NE(half.output.find("rm -rf " + build + "/CMakeCache.txt " + build + "/CMakeFiles"), std::string::npos)
       << half.output;
   EXPECT_EQ(read_file(build + "/CMakeCache.txt"), "half");
+}
+
+// scripts/container_check.sh refuses a scratch folder that exists before it installs, debootstraps
+// or builds anything (it removes only what it made): one line naming the folder and -w; the
+// folder's files stay as they were and no log is started beside it.
+TEST(ContainerCheck, AnExistingScratchFolderIsRefusedAndLeftAlone) {
+  if (geteuid() != 0) GTEST_SKIP() << "container_check.sh needs root (CI runs as root)";
+  TempDir tmp;
+  write_file(tmp.str("work/notes.txt"), "mine");
+  auto r = run_command("bash " + source_dir() + "/scripts/container_check.sh -w " + tmp.str("work"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("work exists; give a new folder with -w"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(read_file(tmp.str("work/notes.txt")), "mine");
+  EXPECT_FALSE(fs::exists(tmp.str("work.log")));
 }
 
 // After `make demo` alone, README's commands to look at a run work whatever Python is on PATH:

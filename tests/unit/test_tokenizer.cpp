@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -10,6 +11,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/file.h"
+#include "data/spm_model.h"
 #include "data/tokenizer.h"
 #include "data_test_text.h"
 #include "test_util.h"
@@ -113,6 +116,44 @@ TEST_F(TokenizerTest, FingerprintIsAHashOfTheModelFile) {
   o.out_dir = dir_->str("tok2");
   o.vocab_size = 250;
   EXPECT_NE(Tokenizer::load(train_tokenizer(o)).fingerprint(), tok.fingerprint());
+}
+
+// The model's normalization table (nmt_nfkc) read rule by rule: NFKC's mappings, controls deleted,
+// odd whitespace made " ", keys in byte order; a damaged table is refused, not half read.
+TEST_F(TokenizerTest, CharsmapRulesAreSentencePieceNormalization) {
+  const auto m = parse_spm_model(roformer::core::read_file(*model_, "tokenizer model"));
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->normalizer_name, "nmt_nfkc");
+  std::map<std::string, std::string> rules;
+  std::string previous;
+  bool ordered = true;
+  ASSERT_TRUE(for_each_charsmap_rule(m->precompiled_charsmap, [&](std::string_view key, std::string_view to) {
+    ordered &= previous < std::string(key);
+    previous = std::string(key);
+    rules.emplace(key, to);
+  }));
+  EXPECT_TRUE(ordered);
+  EXPECT_GT(rules.size(), 100000u);  // NFKC of every code point, decomposed forms included
+  EXPECT_EQ(rules.at("\u00a0"), " ");                    // no-break space
+  EXPECT_EQ(rules.at("\ufb01"), "fi");                   // ligature
+  EXPECT_EQ(rules.at("\u00b2"), "2");                    // superscript two
+  EXPECT_EQ(rules.at("e\u0301"), "\u00e9");             // e + combining acute: composed
+  EXPECT_EQ(rules.at("\x01"), "");                       // a control character: deleted
+  EXPECT_EQ(rules.at("\u200b"), " ");                    // zero-width space
+  EXPECT_EQ(rules.count("\u200d"), 0u);                  // zero-width joiner: kept as it is
+  EXPECT_EQ(rules.count("a"), 0u);
+  // SentencePiece applies the same table: the rules show in its encoding.
+  const Tokenizer tok = Tokenizer::load(*model_);
+  EXPECT_EQ(tok.encode("\ufb01\u00a0\u00b2"), tok.encode("fi 2"));
+
+  const std::string& table = m->precompiled_charsmap;
+  const auto ignore = [](std::string_view, std::string_view) {};
+  EXPECT_FALSE(for_each_charsmap_rule(table.substr(0, 3), ignore));                        // no size
+  EXPECT_FALSE(for_each_charsmap_rule(table.substr(0, 4 + 40), ignore));                   // trie cut short
+  EXPECT_FALSE(for_each_charsmap_rule(std::string(4, '\0') + table.substr(4), ignore));  // empty trie
+  std::string cut_replacements = table;
+  cut_replacements.resize(table.size() - 40);  // the last replacements gone: their offsets point past the end
+  EXPECT_FALSE(for_each_charsmap_rule(cut_replacements, ignore));
 }
 
 TEST_F(TokenizerTest, BpeAndJsonlInput) {
