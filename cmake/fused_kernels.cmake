@@ -16,7 +16,7 @@ set(ROFORMER_WITH_TRITON_KERNELS AUTO CACHE STRING
     "Fused Triton kernels compiled ahead of time for sm_90/sm_80: AUTO (when possible), ON (required) or OFF")
 set(ROFORMER_TRITON_TARGETS "90;80" CACHE STRING "Compute capabilities x 10 the fused kernels are compiled for")
 # The kernel modules (src/kernels/triton/<name>.py), each with aot_variants().
-set(ROFORMER_TRITON_MODULES layer_norm)
+set(ROFORMER_TRITON_MODULES layer_norm rotary cross_entropy embedding)
 
 set(ROFORMER_KERNELS_ENABLED OFF)
 set(why "")

@@ -20,8 +20,11 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "kernels/cross_entropy.h"
 #include "kernels/dropout_rng.h"
+#include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
+#include "kernels/rotary.h"
 #include "kernels/triton_runtime.h"
 
 namespace {
@@ -221,12 +224,135 @@ TEST(KernelsOnCuda, LayerNormGraphReplaysDrawNewMasksAndMatchEager) {
 #endif
 }
 
+// ---- Rotary of q and k ------------------------------------------------------------------------------
+
+// The fp32 table of src/model/rotary.cpp: sin(t theta_i) | cos(t theta_i), theta_i = 10000^(-2i/D).
+Tensor rotary_table(int64_t P, int64_t D) {
+  auto pos = torch::arange(P, torch::kDouble).unsqueeze(1);
+  auto angle = pos / torch::pow(10000.0, 2.0 * torch::arange(D / 2, torch::kDouble) / static_cast<double>(D));
+  return torch::cat({angle.sin(), angle.cos()}, 1).to(torch::kFloat).to(cuda());
+}
+
+void compare_rotary(int64_t B, int64_t T, int64_t N, int64_t D, torch::ScalarType dtype) {
+  const std::string tag = std::string(dtype == torch::kFloat ? "fp32" : "bf16") + " rotary B=" + std::to_string(B) +
+                          " T=" + std::to_string(T) + " N=" + std::to_string(N) + " D=" + std::to_string(D);
+  SCOPED_TRACE(tag);
+  std::cout << tag << "\n";
+  torch::manual_seed(9);
+  auto qkv = torch::randn({B, T, 3, N, D}, torch::TensorOptions().device(cuda())).to(dtype).requires_grad_();
+  auto table = rotary_table(T + 3, D);
+  auto grad = torch::randn({B, T, 2, N, D}, qkv.options().requires_grad(false));
+  auto qk = qkv.split_with_sizes({2, 1}, 2)[0];
+  ASSERT_EQ(triton_rotary_unsupported(qk, table), std::nullopt);
+  std::vector<Tensor> got, want;
+  for (auto* out : {&got, &want}) {
+    auto y = rotary_qk(qk, table, out == &got ? Backend::kTriton : Backend::kAten);
+    *out = {y, torch::autograd::grad({(y.to(torch::kFloat) * grad.to(torch::kFloat)).sum()}, {qkv})[0]};
+  }
+  // The same fp32 rotation rounded once: equal up to FMA contraction, one rounding in bf16.
+  const double tol = dtype == torch::kFloat ? 1e-6 : 1e-2;
+  expect_close("q|k rotated", got[0], want[0], tol, tol);
+  expect_close("dqkv", got[1], want[1], tol, tol);
+}
+
+TEST(KernelsOnCuda, RotaryMatchesTheAtenPath) {
+  REQUIRE_KERNELS();
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    compare_rotary(4, 512, 12, 64, dtype);  // RoFormer-base's heads
+    compare_rotary(3, 5, 3, 16, dtype);     // H = 48: masked pairs (BLOCK 256)
+  }
+}
+
+// ---- Cross-entropy -----------------------------------------------------------------------------------
+
+void compare_cross_entropy(int64_t P, int64_t V, torch::ScalarType dtype) {
+  const std::string tag = std::string(dtype == torch::kFloat ? "fp32" : "bf16") + " cross-entropy P=" +
+                          std::to_string(P) + " V=" + std::to_string(V);
+  SCOPED_TRACE(tag);
+  std::cout << tag << "\n";
+  torch::manual_seed(10);
+  auto logits = (4 * torch::randn({P, V}, torch::TensorOptions().device(cuda()))).to(dtype).requires_grad_();
+  auto labels = torch::randint(0, V, {P}, logits.options().dtype(torch::kLong).requires_grad(false));
+  labels.index_put_({torch::indexing::Slice(0, P, 7)}, -100);  // every 7th row ignored
+  ASSERT_EQ(triton_cross_entropy_unsupported(logits, labels), std::nullopt);
+  std::vector<Tensor> got, want;
+  for (auto* out : {&got, &want}) {
+    auto r = cross_entropy_sum(logits, labels, out == &got ? Backend::kTriton : Backend::kAten);
+    // 0.37: the loss's gradient, which the kernel reads on the device
+    *out = {r.loss, r.correct, torch::autograd::grad({r.loss * 0.37}, {logits})[0]};
+  }
+  expect_close("loss sum", got[0], want[0], 0, 1e-5);
+  EXPECT_EQ(got[1].item<int64_t>(), want[1].item<int64_t>()) << "correct count";
+  expect_close("dlogits", got[2], want[2], dtype == torch::kFloat ? 1e-7 : 1e-4, dtype == torch::kFloat ? 1e-5 : 1e-2);
+}
+
+TEST(KernelsOnCuda, CrossEntropyMatchesTheAtenPath) {
+  REQUIRE_KERNELS();
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    compare_cross_entropy(2458, 32000, dtype);  // RoFormer-base: 15% of 16384 positions
+    compare_cross_entropy(13, 4000, dtype);     // tiny's vocabulary: a partial last block
+  }
+}
+
+// ---- Embeddings + LayerNorm ----------------------------------------------------------------------------
+
+void compare_embedding(int64_t B, int64_t T, int64_t E, torch::ScalarType dtype, double p, bool type_ids, bool position) {
+  const std::string tag = std::string(dtype == torch::kFloat ? "fp32" : "bf16") + " embedding B=" + std::to_string(B) +
+                          " T=" + std::to_string(T) + " E=" + std::to_string(E) + " p=" + std::to_string(p) +
+                          (type_ids ? " type_ids" : "") + (position ? " position" : "");
+  SCOPED_TRACE(tag);
+  std::cout << tag << "\n";
+  torch::manual_seed(12);
+  auto o = torch::TensorOptions().device(cuda());
+  EmbeddingInputs in;
+  in.ids = torch::randint(0, 1000, {B, T}, o.dtype(torch::kLong));
+  in.word = torch::randn({1000, E}, o).to(dtype).requires_grad_();
+  in.type = torch::randn({2, E}, o).to(dtype).requires_grad_();
+  if (type_ids) in.type_ids = torch::randint(0, 2, {B, T}, o.dtype(torch::kLong));
+  if (position) in.position = torch::randn({T + 4, E}, o).to(dtype).requires_grad_();
+  in.position_offset = position ? 2 : 0;
+  in.padding_idx = 0;
+  auto gamma = (1 + 0.5 * torch::randn({E}, o)).to(dtype).requires_grad_();
+  auto beta = (0.1 * torch::randn({E}, o)).to(dtype).requires_grad_();
+  auto dy = torch::randn({B, T, E}, o);
+  ASSERT_EQ(triton_embedding_unsupported(in, gamma, beta), std::nullopt);
+  std::vector<Tensor> inputs = {in.word, in.type, gamma, beta};
+  if (position) inputs.push_back(in.position);
+  const auto state = get_rng_state();
+  auto run = [&](Backend backend, const Tensor& keep) {
+    auto y = embedding_layer_norm(in, gamma, beta, p, 1e-5, backend, keep);
+    auto grads = torch::autograd::grad({(y.to(torch::kFloat) * dy).sum()}, inputs, {}, false, false, true);
+    grads.insert(grads.begin(), y);
+    return grads;  // y, dword, dtype, dgamma, dbeta[, dposition]
+  };
+  auto got = run(Backend::kTriton, Tensor());
+  set_rng_state(state);
+  auto keep = p > 0 ? dropout_keep_mask(cuda(), B * T * E, p).view({B, T, E}).to(torch::kBool) : Tensor();
+  auto want = run(Backend::kAten, keep);
+  const bool f32 = dtype == torch::kFloat;
+  const char* names[] = {"y", "dword", "dtype", "dgamma", "dbeta", "dposition"};
+  for (size_t i = 0; i < got.size(); ++i)
+    expect_close(names[i], got[i], want[i], f32 ? 1e-5 : 1e-2, f32 ? (i == 0 ? 1e-5 : 1e-4) : 2e-2);
+}
+
+TEST(KernelsOnCuda, EmbeddingLayerNormMatchesTheAtenPath) {
+  REQUIRE_KERNELS();
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    compare_embedding(32, 512, 768, dtype, 0.1, false, false);  // RoFormer-base: word + type row 0
+    compare_embedding(3, 7, 48, dtype, 0.1, true, true);        // BERT-style: per-token types, absolute positions
+    compare_embedding(2, 9, 128, dtype, 0.0, false, true);
+  }
+}
+
 // What scripts/gpu_check.sh runs under compute-sanitizer: every kernel once, forward and backward,
 // at tiny shapes (masked lanes, a last backward program with fewer rows), against the ATen path.
 TEST(KernelsOnCuda, TinyShapesForTheSanitizer) {
   REQUIRE_KERNELS();
   compare_layer_norm(3, 16, torch::kFloat, 0.1, true, true);
   compare_layer_norm(5, 48, torch::kBFloat16, 0.1, false, false);
+  compare_rotary(2, 3, 1, 16, torch::kBFloat16);
+  compare_cross_entropy(3, 80, torch::kFloat);
+  compare_embedding(2, 3, 16, torch::kBFloat16, 0.1, true, true);
   auto keep = dropout_keep_mask(cuda(), 1001, 0.5);
   EXPECT_EQ(keep.numel(), 1001);
   EXPECT_LE(keep.max().item<int>(), 1);

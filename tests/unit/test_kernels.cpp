@@ -10,8 +10,12 @@
 #include <set>
 #include <string>
 
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
+#include "kernels/rotary.h"
 #include "kernels/triton_runtime.h"
+#include "model/rotary.h"
 
 namespace {
 
@@ -204,6 +208,156 @@ TEST(ResidualLayerNorm, LaunchPlansMatchTheCompiledSignatures) {
         EXPECT_EQ(fwd.grid[0], M);
         EXPECT_EQ(bwd.grid[0], 3u);
       }
+}
+
+// ---- Rotary of q and k ---------------------------------------------------------------------------
+
+// The packed projection (B, T, 3, N, D) and its q|k part, as the model's fused-QKV path views them.
+Tensor packed_qkv(torch::ScalarType dtype) {
+  torch::manual_seed(5);
+  return torch::randn({2, 7, 3, 3, 8}).to(dtype).requires_grad_();
+}
+
+TEST(RotaryQK, AtenPathIsTheModelsRotation) {
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    auto qkv = packed_qkv(dtype);
+    auto table = roformer::model::rotary_table(11, 8);
+    auto qk = qkv.split_with_sizes({2, 1}, 2)[0];  // (B, T, 2, N, D), rows 3H apart
+    auto out = rotary_qk(qk, table, Backend::kAten);
+    ASSERT_EQ(out.sizes(), (std::vector<int64_t>{2, 7, 2, 3, 8}));
+    auto [sin_pos, cos_pos] = roformer::model::rotary_sin_cos(table, 7);
+    auto grad = torch::randn({2, 7, 2, 3, 8});
+    auto ours = torch::autograd::grad({(out.to(torch::kFloat) * grad).sum()}, {qkv})[0];
+    for (int64_t s = 0; s < 2; ++s) {
+      auto x = qk.select(2, s).transpose(1, 2).to(torch::kDouble);  // (B, N, T, D), HF's x cos + rotate_half(x) sin
+      auto want = roformer::model::apply_rotary(x, sin_pos.to(torch::kDouble), cos_pos.to(torch::kDouble)).transpose(1, 2);
+      const double tol = dtype == torch::kFloat ? 1e-6 : 1e-2;  // bf16: one rounding of the fp32 rotation
+      EXPECT_TRUE(torch::allclose(out.select(2, s).to(torch::kDouble), want, tol, tol)) << dtype << " part " << s;
+    }
+    auto theirs = torch::autograd::grad(
+        {(torch::stack({roformer::model::apply_rotary_fused(qk.select(2, 0), sin_pos, cos_pos, 1),
+                        roformer::model::apply_rotary_fused(qk.select(2, 1), sin_pos, cos_pos, 1)}, 2).to(torch::kFloat) *
+          grad).sum()},
+        {qkv})[0];
+    EXPECT_TRUE(torch::allclose(ours.to(torch::kDouble), theirs.to(torch::kDouble), 1e-5, 1e-5)) << dtype << " dqkv";
+    EXPECT_TRUE(torch::equal(ours.select(2, 2), torch::zeros_like(ours.select(2, 2)))) << "v is not rotated";
+  }
+}
+
+TEST(RotaryQK, SaysWhyTheTritonPathCannotRun) {
+  auto table = roformer::model::rotary_table(16, 64);
+  auto reason = [&](const Tensor& qk, const Tensor& t) { return triton_rotary_unsupported(qk, t).value_or("supported"); };
+  auto qkv = torch::zeros({2, 16, 3, 12, 64}, torch::kBFloat16);
+  auto qk = qkv.split_with_sizes({2, 1}, 2)[0];
+  EXPECT_EQ(reason(qk, table), "not a CUDA tensor");  // base's shapes fit
+  EXPECT_EQ(reason(qk.to(torch::kHalf), table), "dtype is neither bf16 nor fp32");
+  EXPECT_EQ(reason(qkv.narrow(2, 1, 2), table), "not a CUDA tensor");  // k|v: also 2H contiguous features
+  EXPECT_EQ(reason(qkv.transpose(3, 4).narrow(2, 0, 2), table.narrow(1, 0, 12)),
+            "a token's q and k are not 2H contiguous features with aligned rows");
+  EXPECT_EQ(reason(qk, table.narrow(0, 0, 8)), "the table is not a contiguous (>= T, D) fp32 tensor on qk's device");
+  EXPECT_EQ(reason(torch::zeros({2, 16, 2, 3, 6}), roformer::model::rotary_table(16, 6)),
+            "H = 18 is not an even multiple of 16 up to 4096");
+}
+
+// ---- Cross-entropy ---------------------------------------------------------------------------------
+
+TEST(CrossEntropySum, AtenPathIsLossSumAndArgmaxHits) {
+  torch::manual_seed(6);
+  auto logits = (3 * torch::randn({9, 50})).requires_grad_();
+  auto labels = torch::randint(0, 50, {9}, torch::kLong);
+  labels[2] = -100;
+  labels[4] = logits[4].argmax().item<int64_t>();
+  auto out = cross_entropy_sum(logits, labels, Backend::kAten);
+  double loss = 0;
+  int64_t correct = 0;
+  for (int64_t r = 0; r < 9; ++r) {
+    if (labels[r].item<int64_t>() < 0) continue;
+    loss += (torch::logsumexp(logits[r].to(torch::kDouble), 0) - logits[r][labels[r].item<int64_t>()].to(torch::kDouble)).item<double>();
+    correct += logits[r].argmax().item<int64_t>() == labels[r].item<int64_t>();
+  }
+  EXPECT_NEAR(out.loss.item<double>(), loss, 1e-4);
+  EXPECT_EQ(out.correct.item<int64_t>(), correct);
+  EXPECT_GE(correct, 1);
+  auto grad = torch::autograd::grad({out.loss}, {logits})[0];
+  EXPECT_TRUE(torch::equal(grad[2], torch::zeros({50}))) << "an ignored row has no gradient";
+  EXPECT_TRUE(torch::allclose(grad.sum(1).narrow(0, 3, 6), torch::zeros({6}), 0, 1e-6)) << "softmax - one-hot sums to 0";
+}
+
+TEST(CrossEntropySum, SaysWhyTheTritonPathCannotRun) {
+  auto labels = torch::zeros({4}, torch::kLong);
+  auto reason = [&](const Tensor& logits, const Tensor& y) { return triton_cross_entropy_unsupported(logits, y).value_or("supported"); };
+  EXPECT_EQ(reason(torch::zeros({4, 32000}, torch::kBFloat16), labels), "not a CUDA tensor");
+  EXPECT_EQ(reason(torch::zeros({4, 32000}, torch::kHalf), labels), "dtype is neither bf16 nor fp32");
+  EXPECT_EQ(reason(torch::zeros({4, 4001}), labels),
+            "logits are not (P, V) rows of unit stride, V and the row stride multiples of 16");
+  EXPECT_EQ(reason(torch::zeros({4, 4000}), labels.to(torch::kInt)), "labels are not (P,) int64, contiguous, on the logits' device");
+}
+
+// ---- Embeddings + LayerNorm ------------------------------------------------------------------------
+
+TEST(EmbeddingLayerNorm, AtenPathAddsTheRowsThenNormalizes) {
+  torch::manual_seed(8);
+  EmbeddingInputs in;
+  in.ids = torch::randint(0, 20, {2, 5}, torch::kLong);
+  in.ids[0][1] = 0;  // the padding row
+  in.word = torch::randn({20, 16}, torch::requires_grad());
+  in.type = torch::randn({2, 16}, torch::requires_grad());
+  in.position = torch::randn({9, 16}, torch::requires_grad());
+  in.position_offset = 3;
+  in.padding_idx = 0;
+  auto gamma = torch::ones({16}, torch::requires_grad()), beta = torch::zeros({16}, torch::requires_grad());
+  auto y = embedding_layer_norm(in, gamma, beta, 0.0, 1e-5, Backend::kAten);
+  auto z = in.word.index_select(0, in.ids.view(-1)).view({2, 5, 16}) + in.type[0] + in.position.narrow(0, 3, 5);
+  EXPECT_TRUE(torch::allclose(y, torch::layer_norm(z, {16}, gamma, beta, 1e-5), 1e-6, 1e-6));
+  auto g = torch::autograd::grad({(y * torch::randn({2, 5, 16})).sum()}, {in.word, in.type, in.position});
+  EXPECT_TRUE(torch::equal(g[0][0], torch::zeros({16}))) << "the padding row gets no gradient";
+  EXPECT_TRUE(torch::equal(g[1][1], torch::zeros({16}))) << "without type ids only row 0 is used";
+  EXPECT_TRUE(torch::equal(g[2].narrow(0, 0, 3), torch::zeros({3, 16}))) << "rows before the offset are unused";
+  EXPECT_GT(g[2][3].abs().sum().item<double>(), 0);
+  auto keep = torch::rand({2, 5, 16}) >= 0.5;
+  auto dropped = embedding_layer_norm(in, gamma, beta, 0.5, 1e-5, Backend::kAten, keep);
+  EXPECT_TRUE(torch::allclose(dropped, y * keep * 2.0));
+}
+
+TEST(EmbeddingLayerNorm, SaysWhyTheTritonPathCannotRun) {
+  EmbeddingInputs in;
+  in.ids = torch::zeros({2, 8}, torch::kLong);
+  in.word = torch::zeros({100, 768}, torch::kBFloat16);
+  in.type = torch::zeros({2, 768}, torch::kBFloat16);
+  auto w = torch::ones({768}, torch::kBFloat16);
+  EXPECT_EQ(triton_embedding_unsupported(in, w, w).value_or(""), "not a CUDA tensor");
+  in.type = torch::zeros({2, 768});
+  EXPECT_EQ(triton_embedding_unsupported(in, w, w).value_or(""),
+            "the tables and gamma/beta are not contiguous, aligned (., E) tensors of one dtype and device");
+  in.type = Tensor();
+  in.ids = in.ids.to(torch::kInt);
+  EXPECT_EQ(triton_embedding_unsupported(in, w, w).value_or(""), "ids are not contiguous (B, T) int64 on the tables' device");
+}
+
+// Every op's launches against the compiled signatures (see ResidualLayerNorm.LaunchPlans...).
+TEST(FusedKernels, LaunchPlansOfRotaryCrossEntropyAndEmbeddingMatchTheCompiledSignatures) {
+  if (!triton_kernels_built()) GTEST_SKIP() << "this build has no fused kernels (ROFORMER_WITH_TRITON_KERNELS off)";
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    std::vector<LaunchPlan> plans;
+    auto qkv = torch::zeros({2, 4, 3, 12, 64}, dtype), out = torch::zeros({2, 4, 2, 12, 64}, dtype);
+    auto table = torch::zeros({8, 64});
+    plans.push_back(plan_rotary(qkv, 3 * 768, out, table, 4, 768, 64, false));
+    auto logits = torch::zeros({5, 4000}, dtype), labels = torch::zeros({5}, torch::kLong), rows = torch::zeros({5});
+    plans.push_back(plan_cross_entropy_forward(logits, labels, rows, rows, rows));
+    plans.push_back(plan_cross_entropy_backward(logits, labels, rows, torch::zeros({}), logits));
+    EmbeddingInputs in;
+    in.ids = torch::zeros({2, 4}, torch::kLong);
+    in.word = torch::zeros({100, 768}, dtype);
+    in.type = torch::zeros({2, 768}, dtype);
+    auto v = torch::zeros({768}, dtype), z = torch::zeros({8, 768}, dtype), stats = torch::zeros({8});
+    auto rng_used = torch::zeros({2}, torch::kLong);
+    plans.push_back(plan_embedding_forward(in, v, v, z, z, stats, stats, DropoutRng{}, rng_used, 0.1, 1e-12));
+    for (const auto& plan : plans) {
+      const auto* image = find_triton_image(plan.kernel, plan.variant, 9, 0);
+      ASSERT_NE(image, nullptr) << plan.kernel << "/" << plan.variant;
+      EXPECT_EQ(plan.args.signature(), image->signature) << plan.kernel << "/" << plan.variant;
+    }
+  }
 }
 
 }  // namespace

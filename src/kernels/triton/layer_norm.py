@@ -57,6 +57,23 @@ def _dropout_keep(seed, offset, idx, p):
 
 
 @triton.jit
+def _store_and_normalize(z, Z_ROW, W, B, MEAN_AT, RSTD_AT, cols, in_row, H, eps):
+    """Stores the row z (fp32) at Z_ROW in Z's dtype and returns LayerNorm of the stored values,
+    (z - mean) rstd gamma + beta in fp32, storing mean and rstd at MEAN_AT and RSTD_AT."""
+    zs = z.to(Z_ROW.dtype.element_ty)
+    tl.store(Z_ROW + cols, zs, mask=in_row)
+    z = zs.to(tl.float32)
+    mean = tl.sum(z, axis=0) / H
+    diff = tl.where(in_row, z - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(diff * diff, axis=0) / H + eps)
+    w = tl.load(W + cols, mask=in_row, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=in_row, other=0.0).to(tl.float32)
+    tl.store(MEAN_AT, mean)
+    tl.store(RSTD_AT, rstd)
+    return diff * rstd * w + b
+
+
+@triton.jit
 def dropout_keep_mask(SEED, OFFSET, offset_add, KEEP, n, p, BLOCK: tl.constexpr):
     """KEEP (n,) uint8: the keep mask the kernels below draw for elements 0..n-1."""
     idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -86,18 +103,8 @@ def residual_dropout_layer_norm_fwd(
             tl.store(RNG_USED + 1, offset)
     if has_residual != 0:
         x += tl.load(R + row * stride_r + cols, mask=in_row, other=0.0).to(tl.float32)
-    z = x.to(Z.dtype.element_ty)
-    tl.store(Z + row * stride_z + cols, z, mask=in_row)
-    z = z.to(tl.float32)
-    mean = tl.sum(z, axis=0) / H
-    diff = tl.where(in_row, z - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(diff * diff, axis=0) / H + eps)
-    w = tl.load(W + cols, mask=in_row, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=in_row, other=0.0).to(tl.float32)
-    y = diff * rstd * w + b
+    y = _store_and_normalize(x, Z + row * stride_z, W, B, MEAN + row, RSTD + row, cols, in_row, H, eps)
     tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=in_row)
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
 
 
 @triton.jit
