@@ -1,8 +1,10 @@
 // Model benchmark (a program, not a test): forward + backward time of one MLM training step for
 // RoFormer-base (H 768, 12 layers, 12 heads, I 3072, T 512) on CPU at a small batch, comparing
-//   * element-wise rotary (x cos + rotate_half(x) sin) vs explicit rotation matrices R_m x_m,
+//   * element-wise rotary (x cos + rotate_half(x) sin) vs the fused form (one complex multiply),
 //   * the sparse MLM head (only the P predicted positions) vs the dense head over all B*T positions,
-// plus the rotary op alone on a (B, N, T, D) query-shaped tensor. Prints a Markdown table.
+// each set through the kernel policy (model/kernel_policy.h), as `roformer bench` sets it; plus the
+// rotary op alone on a (B, N, T, D) query-shaped tensor, where the naive rotation matrices R_m x_m
+// (model/rotary.h's reference, which the model never runs) are timed too. Prints Markdown tables.
 //
 //   build/roformer_model_bench [--batch 2] [--seq 512] [--layers 12] [--vocab 30000] [--iters 3]
 //                              [--threads 0]
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "model/flops.h"
+#include "model/kernel_policy.h"
 #include "model/roformer.h"
 #include "model/rotary.h"
 
@@ -88,26 +91,32 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---:|---:|---:|\n");
 
   struct Variant {
-    const char* rotary;
+    roformer::model::RotaryImpl rotary;
     bool sparse;
   };
-  for (const Variant v : {Variant{"elementwise", true}, Variant{"matrix", true}, Variant{"elementwise", false}}) {
-    auto options = RoFormerOptions(base, a.vocab);
-    options.kernels().rotary = *roformer::model::rotary_impl_named(v.rotary);
+  using roformer::model::RotaryImpl;
+  for (const Variant v : {Variant{RotaryImpl::kElementwise, true}, Variant{RotaryImpl::kFused, true},
+                          Variant{RotaryImpl::kElementwise, false}}) {
+    roformer::model::KernelPolicy policy;
+    policy.rotary = v.rotary;
+    policy.dense_head = !v.sparse;
+    const roformer::model::ScopedKernelPolicy scoped(policy);
+    const auto options = RoFormerOptions(base, a.vocab);
     torch::manual_seed(0);
     RoFormerForMaskedLM model(options);
     model->train();
     auto step = [&] {
       model->zero_grad();
-      torch::Tensor logits = v.sparse ? model->forward_sparse(ids, {}, positions)
-                                      : model->forward(ids).view({-1, a.vocab}).index_select(0, positions);
-      torch::nn::functional::cross_entropy(logits, labels).backward();
+      torch::nn::functional::cross_entropy(model->forward_sparse(ids, {}, positions), labels).backward();
     };
     const Timing t = time_it(a.iters, step);
     // FLOPs of the dense variant count the head at all B*T positions.
-    const double flops = roformer::model::mlm_train_flops_per_step(options, a.batch, a.seq, v.sparse ? n_pred : a.batch * a.seq);
-    std::printf("| %s rotary, %s head | %s | %s | %.0f | %.0f | %.1f |\n", v.rotary, v.sparse ? "sparse" : "dense",
-                v.rotary, v.sparse ? "sparse" : "dense", t.mean_ms, t.min_ms, flops / (t.min_ms * 1e-3) / 1e9);
+    const double flops =
+        roformer::model::mlm_train_flops_per_step(options, a.batch, a.seq, v.sparse ? n_pred : a.batch * a.seq);
+    const std::string rotary = roformer::model::to_string(v.rotary);
+    const char* head = v.sparse ? "sparse" : "dense";
+    std::printf("| %s rotary, %s head | %s | %s | %.0f | %.0f | %.1f |\n", rotary.c_str(), head, rotary.c_str(), head,
+                t.mean_ms, t.min_ms, flops / (t.min_ms * 1e-3) / 1e9);
     std::fflush(stdout);
   }
 
@@ -117,12 +126,14 @@ int main(int argc, char** argv) {
   auto q = torch::randn({a.batch, 12, a.seq, 64}, torch::requires_grad());
   std::printf("\n| rotary op alone, (B, N, T, D) = (%ld, 12, %ld, 64), fwd + bwd | mean ms | min ms |\n|---|---:|---:|\n",
               static_cast<long>(a.batch), static_cast<long>(a.seq));
-  for (const char* impl : {"elementwise", "matrix"}) {
-    const bool matrix = std::strcmp(impl, "matrix") == 0;
+  for (const char* impl : {"elementwise", "fused", "matrix"}) {
+    auto rotate = [&]() -> torch::Tensor {
+      if (std::strcmp(impl, "matrix") == 0) return roformer::model::apply_rotary_matrix(q, sin_pos, cos_pos);
+      if (std::strcmp(impl, "fused") == 0) return roformer::model::apply_rotary_fused(q, sin_pos, cos_pos, /*seq_dim=*/-2);
+      return roformer::model::apply_rotary(q, sin_pos, cos_pos);
+    };
     const Timing t = time_it(a.iters * 10, [&] {
-      auto y = matrix ? roformer::model::apply_rotary_matrix(q, sin_pos, cos_pos)
-                      : roformer::model::apply_rotary(q, sin_pos, cos_pos);
-      y.sum().backward();
+      rotate().sum().backward();
       q.mutable_grad().reset();
     });
     std::printf("| %s | %.2f | %.2f |\n", impl, t.mean_ms, t.min_ms);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/store.h"
+#include "core/hash.h"
 #include "test_util.h"
 
 namespace roformer::test {
@@ -61,6 +62,16 @@ class TinyRunTest : public ::testing::Test {
 // RUN_DIR/checkpoints/step_000000NN
 inline std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
   return run_dir + "/checkpoints/" + roformer::checkpoint::checkpoint_name(step);
+}
+
+// Replaces FILE of the checkpoint DIR with `text` and its manifest entry to match, as a careful
+// hand-edit would: the checkpoint still verifies.
+inline void rewrite_checkpoint_file(const std::string& dir, const std::string& file, const std::string& text) {
+  const std::string path = dir + "/" + file;
+  write_file(path, text);
+  auto manifest = nlohmann::json::parse(read_file(dir + "/manifest.json"));
+  manifest["files"][file] = {{"size", text.size()}, {"checksum", roformer::core::file_checksum(path)}};
+  write_file(dir + "/manifest.json", manifest.dump(2));
 }
 
 // The last line of a command's output that is a JSON object (logs go to stderr, merged there).

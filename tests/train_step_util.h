@@ -1,6 +1,6 @@
-// Trainer::train_step through the C++ API with synthetic batches, shared by tests/unit/test_train_step
-// (CPU) and tests/gpu (CUDA): a tiny config, a trainer set up on it, parameter snapshots and
-// comparisons.
+// The training step (train/step.h) through the C++ API on synthetic batches, without a run, shared by
+// tests/unit/test_train_step (CPU) and tests/gpu (CUDA): a tiny config, a step set up on it,
+// parameter snapshots and comparisons.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "core/config.h"
-#include "train/trainer.h"
+#include "train/optimizer.h"
+#include "train/placement.h"
+#include "train/step.h"
+#include "train/synthetic.h"
 
 namespace roformer::test {
 
@@ -33,27 +36,38 @@ inline config::Config tiny_step_config(bool fused, double grad_clip, const std::
   return config::parse_config("", overrides);
 }
 
-// The plan of a step test: the config on synthetic batches of kStepVocab ids, no run directory.
-inline train::Plan step_plan(const config::Config& cfg) {
-  train::Plan plan;
-  plan.cfg = cfg;
-  plan.cfg.model.vocab_size = kStepVocab;
-  plan.config_origin = "test";
-  plan.synthetic = true;
-  return plan;
+// A step as `roformer bench` builds one: its device and process group (a world of one), synthetic
+// batches of kStepVocab ids, and the step; no run, nothing written.
+struct StepUnderTest {
+  config::Config cfg;  // train.param_dtype resolved for the device
+  std::unique_ptr<train::Placement> placement;
+  std::unique_ptr<train::SyntheticBatches> batches;
+  std::unique_ptr<train::TrainStep> step;
+
+  train::StepResult run(bool host_sync) { return step->run(*batches, host_sync); }
+};
+
+// options: the step's own (sync_free_on_cpu: CPU steps take the CUDA path's sync-free update; faults).
+inline std::unique_ptr<StepUnderTest> make_step(const config::Config& cfg, train::StepOptions options = {}) {
+  auto t = std::make_unique<StepUnderTest>();
+  t->cfg = cfg;
+  t->cfg.model.vocab_size = kStepVocab;
+  t->placement = std::make_unique<train::Placement>(t->cfg, dist::DistEnv{});
+  t->batches = std::make_unique<train::SyntheticBatches>(t->cfg, t->placement->device().is_cuda());
+  t->step = std::make_unique<train::TrainStep>(t->cfg, kStepVocab, *t->placement, std::move(options));
+  return t;
 }
 
-// sync_free_on_cpu: the test switch of Plan (CPU steps take the CUDA path's sync-free update).
-inline std::unique_ptr<train::Trainer> make_trainer(const config::Config& cfg, bool sync_free_on_cpu = false) {
-  train::Plan plan = step_plan(cfg);
-  plan.sync_free_on_cpu = sync_free_on_cpu;
-  return std::make_unique<train::Trainer>(std::move(plan));
+inline train::StepOptions sync_free_on_cpu() {
+  train::StepOptions o;
+  o.sync_free_on_cpu = true;
+  return o;
 }
 
 // The parameters, copied to the CPU.
-inline std::vector<torch::Tensor> snapshot(train::Trainer& t) {
+inline std::vector<torch::Tensor> snapshot(StepUnderTest& t) {
   std::vector<torch::Tensor> out;
-  for (const auto& p : t.model()->parameters()) out.push_back(p.detach().to(torch::kCPU).clone());
+  for (const auto& p : t.step->model()->parameters()) out.push_back(p.detach().to(torch::kCPU).clone());
   return out;
 }
 

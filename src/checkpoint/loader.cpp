@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/safetensors.h"
@@ -16,6 +17,7 @@
 #include "checkpoint/files.h"
 #include "checkpoint/meta.h"
 #include "checkpoint/run_layout.h"
+#include "model/size.h"
 
 namespace roformer::checkpoint {
 namespace fs = std::filesystem;
@@ -26,6 +28,23 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& dir, const torch::Device
 
 // A run directory: a run training into it may prune the chosen checkpoint while it is read (it
 // keeps checkpoint.keep_last). Such a checkpoint is gone when the read fails: choose again.
+// A config.yaml edited by hand (its checksum too) can describe tables no machine holds: refused
+// naming the key before the model is built, not an abort inside LibTorch. The model is built in host
+// memory, then moved to `device`.
+void check_model_fits(const model::RoFormerOptions& options, const torch::Device& device, const std::string& dir) {
+  const auto size = model::model_size(options);
+  const double needed = 4 * size.parameters() + size.buffer_bytes();  // float32 weights
+  for (const torch::Device& d : {torch::Device(torch::kCPU), device}) {
+    const double available = core::device_memory_bytes(d);
+    if (available <= 0 || needed <= available) continue;
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    throw Error(fmt::format("checkpoint {} describes a model that needs at least {:.3g} GiB to load ({:.3g} "
+                            "parameters in float32 and its tables) but {} has {:.3g} GiB; most of it is set by {} in "
+                            "its config.yaml (edited by hand?): load it where it fits, or use an intact checkpoint",
+                            dir, needed / kGiB, size.parameters(), d.str(), available / kGiB, size.largest_key(4)));
+  }
+}
+
 bool is_checkpoint_dir(const std::string& path) {
   std::error_code ec;
   return fs::exists(fs::path(path) / files::kManifest, ec) || fs::exists(fs::path(path) / files::kTrainerState, ec);
@@ -68,7 +87,9 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch:
   ck.state = std::move(meta.state);
   ck.tokenizer_model = core::read_file((dir / files::kTokenizer).string(), "tokenizer model");
   ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
-  ck.model = model::RoFormerForMaskedLM(model::RoFormerOptions(ck.config.model, ck.tokenizer->vocab_size()));
+  const model::RoFormerOptions options(ck.config.model, ck.tokenizer->vocab_size());
+  check_model_fits(options, device, ck.dir);
+  ck.model = model::RoFormerForMaskedLM(options);
   ck.model->load_hf_state_dict(core::load_safetensors((dir / files::kModel).string()));
   ck.model->to(device);
   ck.model->eval();

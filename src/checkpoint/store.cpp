@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/json_read.h"
 #include "core/hash.h"
 #include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
@@ -85,23 +86,17 @@ std::string CheckpointWriter::commit() {
 }
 
 std::vector<ManifestEntry> parse_manifest(const std::string& text) {
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("manifest.json is unreadable: ") + e.what());
-  }
-  if (!manifest.is_object() || !manifest.contains("files") || !manifest["files"].is_object())
-    throw Error("manifest.json has no file list");
+  // No advice in the messages: verify_checkpoint's callers say what to do with a damaged checkpoint.
+  const nlohmann::json manifest = core::parse_json(text, kManifest, "");
+  const core::JsonReader files = core::JsonReader(manifest, kManifest, "").object("files");
   std::vector<ManifestEntry> entries;
-  for (const auto& [name, info] : manifest["files"].items()) {
+  for (const auto& name : files.keys()) {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         name.find('\0') != std::string::npos)
       throw Error(fmt::format("manifest.json lists '{}', which is not a file name inside the checkpoint", name));
-    if (!info.is_object() || !info.contains("size") || !info["size"].is_number_unsigned() ||
-        !info.contains("checksum") || !info["checksum"].is_string())
-      throw Error(fmt::format("manifest.json: the entry of {} needs a size (a count of bytes) and a checksum", name));
-    entries.push_back({name, info["size"].get<uint64_t>(), info["checksum"].get<std::string>()});
+    const core::JsonReader info = files.object(name);
+    const int64_t size = info.count("size");  // bytes
+    entries.push_back({name, static_cast<uint64_t>(size), info.string("checksum")});
   }
   return entries;
 }

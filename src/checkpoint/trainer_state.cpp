@@ -4,33 +4,18 @@
 #include <cmath>
 #include <cstdint>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "core/json_read.h"
 
 namespace roformer::checkpoint {
 using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void damaged(const std::string& origin, const std::string& what) {
-  throw Error(fmt::format("{}: {}; the checkpoint is damaged: resume from another one (`roformer train --resume "
-                          "auto` picks the newest intact checkpoint)", origin, what));
-}
-
-// A required (or, with a default, optional) non-negative integer field of `object`.
-int64_t count_field(const json& object, const char* name, const std::string& where, const std::string& origin,
-                    std::optional<int64_t> fallback = std::nullopt) {
-  if (!object.contains(name)) {
-    if (fallback) return *fallback;
-    damaged(origin, fmt::format("{}{} is missing", where, name));
-  }
-  const json& v = object[name];
-  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{INT64_MAX} : v.get<int64_t>() < 0))
-    damaged(origin, fmt::format("{}{} is {}, not a count", where, name, v.dump()));
-  return v.get<int64_t>();
-}
+constexpr const char* kDamaged =
+    "the checkpoint is damaged: resume from another one (`roformer train --resume auto` picks the newest intact "
+    "checkpoint)";
 
 }  // namespace
 
@@ -53,40 +38,31 @@ std::string trainer_state_json(const TrainerState& s) {
 }
 
 TrainerState parse_trainer_state(const std::string& text, const std::string& origin) {
-  json state;
-  try {
-    state = json::parse(text);
-  } catch (const json::exception& e) {
-    damaged(origin, fmt::format("not JSON ({})", e.what()));
-  }
-  if (!state.is_object()) damaged(origin, "not a JSON object");
+  const json state = core::parse_json(text, origin, kDamaged);
+  const core::JsonReader j(state, origin, kDamaged);
   TrainerState s;
-  s.step = count_field(state, "step", "", origin);
-  s.tokens_seen = count_field(state, "tokens_seen", "", origin);
-  if (!state.contains("loader") || !state["loader"].is_object()) damaged(origin, "loader is missing");
-  s.loader_epoch = count_field(state["loader"], "epoch", "loader.", origin);
-  s.loader_position = count_field(state["loader"], "position", "loader.", origin);
-  s.world_size = count_field(state, "world_size", "", origin, int64_t{1});
-  if (s.world_size < 1) damaged(origin, "world_size is 0");
-  if (state.contains("global_batch_size")) s.global_batch_size = count_field(state, "global_batch_size", "", origin);
-  s.good_steps = count_field(state, "good_steps", "", origin, int64_t{0});
-  if (state.contains("loss_scale")) {
-    const json& v = state["loss_scale"];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
-      damaged(origin, fmt::format("loss_scale is {}, not a positive number", v.dump()));
-    s.loss_scale = v.get<double>();
+  s.step = j.count("step");
+  s.tokens_seen = j.count("tokens_seen");
+  const core::JsonReader loader = j.object("loader");
+  s.loader_epoch = loader.count("epoch");
+  s.loader_position = loader.count("position");
+  s.world_size = j.count("world_size", 1);
+  if (s.world_size < 1) j.wrong("world_size", "a count of processes (1 or more)");
+  if (j.has("global_batch_size")) s.global_batch_size = j.count("global_batch_size");
+  s.good_steps = j.count("good_steps", 0);
+  if (j.has("loss_scale")) {
+    s.loss_scale = j.number("loss_scale");
+    if (!std::isfinite(s.loss_scale) || s.loss_scale <= 0) j.wrong("loss_scale", "a positive number");
   }
-  if (!state.contains("tokenizer_fingerprint") || !state["tokenizer_fingerprint"].is_string())
-    damaged(origin, "tokenizer_fingerprint is missing");
-  s.tokenizer_fingerprint = state["tokenizer_fingerprint"].get<std::string>();
-  // For the reader only: taken when present and well-typed.
-  if (state.contains("num_parameters") && state["num_parameters"].is_number_integer())
-    s.num_parameters = state["num_parameters"].get<int64_t>();
-  if (state.contains("reason") && state["reason"].is_string()) s.reason = state["reason"].get<std::string>();
-  if (state.contains("roformer_version") && state["roformer_version"].is_string())
-    s.roformer_version = state["roformer_version"].get<std::string>();
-  if (state.contains("last_eval") && state["last_eval"].is_object()) {
-    const json& e = state["last_eval"];
+  s.tokenizer_fingerprint = j.string("tokenizer_fingerprint");
+  // For the reader only (inspect, the model card): taken when present and well-typed.
+  if (j.has("num_parameters") && j.at("num_parameters").is_number_integer())
+    s.num_parameters = j.integer("num_parameters");
+  if (j.has("reason") && j.at("reason").is_string()) s.reason = j.string("reason");
+  if (j.has("roformer_version") && j.at("roformer_version").is_string())
+    s.roformer_version = j.string("roformer_version");
+  if (j.has("last_eval") && j.at("last_eval").is_object()) {
+    const json& e = j.at("last_eval");
     auto number = [&](const char* key) { return e.contains(key) && e[key].is_number() ? e[key].get<double>() : 0.0; };
     s.last_eval = TrainerState::Eval{number("loss"), number("accuracy"), number("top5_accuracy"), number("perplexity")};
   }

@@ -222,12 +222,13 @@ inline int64_t effective_embedding_size(const ModelConfig& m) {
 inline int64_t effective_max_relative_positions(const ModelConfig& m) {
   return m.max_relative_positions > 0 ? m.max_relative_positions : m.max_position_embeddings;
 }
-// Whether the model has a learned (max_position_embeddings, E) absolute position table, and so no
-// rows for longer sequences: BERT's (absolute), DeBERTa-v1's input table (position_biased_input) or
-// the enhanced mask decoder's.
-inline bool has_absolute_table(const ModelConfig& m) {
-  return m.position == Position::kAbsolute ||
-         (m.position == Position::kDisentangled && (m.position_biased_input || m.enhanced_mask_decoder));
+// The model section with the sizes a 0 leaves to another key resolved (embedding_size: H;
+// max_relative_positions, which only disentangled attention reads: max_position_embeddings), so
+// that two sections describing the same model compare equal.
+inline ModelConfig with_effective_sizes(ModelConfig m) {
+  m.embedding_size = effective_embedding_size(m);
+  if (m.position == Position::kDisentangled) m.max_relative_positions = effective_max_relative_positions(m);
+  return m;
 }
 
 }  // namespace roformer::config

@@ -79,6 +79,22 @@ std::string device_name(const c10::Device& device) {
 #endif
 }
 
+// Dense (no sparsity) peaks from NVIDIA's data sheets, by the name the driver reports: the H100's
+// three form factors differ (SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
+// the H200 SXM matches the H100 SXM (its gain is memory) and the H200 NVL the H100 NVL. fp32 is
+// the non-tensor-core FP32 rate (LibTorch keeps TF32 off for matmuls by default).
+double known_peak_tflops(const std::string& name, config::Precision precision) {
+  const bool half = precision != config::Precision::kFp32;
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("H100") || has("H200") || has("GH200")) {
+    if (has("PCIe")) return half ? 756.0 : 51.0;
+    if (has("NVL")) return half ? 835.0 : 60.0;
+    return half ? 989.0 : 67.0;  // SXM (H100 SXM5, H200 SXM, GH200)
+  }
+  if (has("A100")) return half ? 312.0 : 19.5;
+  return 0.0;
+}
+
 double device_memory_bytes(const c10::Device& device) {
   if (!device.is_cuda()) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);

@@ -11,6 +11,8 @@
 
 #include <string>
 
+#include "core/config.h"
+
 namespace roformer::core {
 
 // auto | cpu | cuda | cuda:N -> a concrete device. `key` names the setting in messages
@@ -29,6 +31,11 @@ void synchronize(const c10::Device& device);
 
 // The name the driver reports for that very device ("NVIDIA H100 80GB HBM3"); "cpu" for the CPU.
 std::string device_name(const c10::Device& device);
+
+// Peak dense TFLOP/s of a device for a precision (bf16/fp16 tensor cores, or fp32 without TF32),
+// from the name device_name gives ("NVIDIA H100 80GB HBM3"); 0 when unknown (the CPU included).
+// The denominator of MFU, for `roformer bench` and the training log alike.
+double known_peak_tflops(const std::string& device_name, config::Precision precision);
 
 // Bytes of memory of the device: physical RAM for the CPU, the total of that very GPU for CUDA;
 // 0 when unknown (a CUDA device in a build without CUDA support).

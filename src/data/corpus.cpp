@@ -14,9 +14,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/file.h"
+#include "core/json_read.h"
 #include "data/corpus_format.h"
 #include "data/tokenizer.h"
 
@@ -103,50 +104,42 @@ std::shared_ptr<const PreparedCorpus> PreparedCorpus::open(const std::vector<std
 
 namespace {
 
-// What a prepared directory's meta.json says, checked for range.
+// What a prepared directory's meta.json says, checked for type and range.
 struct PartMeta {
+  struct Shard {
+    std::string file;
+    int64_t tokens = 0;
+  };
   std::string fingerprint;
   int64_t vocab = 0, documents = 0, tokens = 0;
-  int token_bytes = 0;
-  nlohmann::json shards;  // [{"file": name, "tokens": n}, ...]
+  int64_t token_bytes = 0;
+  std::vector<Shard> shards;
 };
 
 PartMeta read_part_meta(const std::string& dir, const std::string& expected_fingerprint) {
   const fs::path meta_path = fs::path(dir) / format::kMetaFile;
   if (!fs::exists(meta_path))
     throw Error("no prepared corpus in " + dir + " (meta.json missing: prepare was never run there or did not finish); run `roformer prepare`");
-  nlohmann::json meta;
-  try {
-    std::ifstream in(meta_path);
-    meta = nlohmann::json::parse(in);
-    if (meta.at("format") != "roformer-prepared") throw Error("not a roformer meta.json");
-  } catch (const std::exception& e) {
-    throw Error("cannot read " + meta_path.string() + ": " + e.what() + "; re-run `roformer prepare`");
-  }
+  const std::string path = meta_path.string(), advice = "re-run `roformer prepare`";
+  const nlohmann::json meta = core::parse_json(core::read_file(path, "meta.json"), path, advice);
+  const core::JsonReader j(meta, path, advice);
+  if (j.string("format") != "roformer-prepared") j.wrong("format", "\"roformer-prepared\" (a corpus `roformer prepare` wrote)");
   PartMeta m;
-  try {
-    m.fingerprint = meta.at("tokenizer_fingerprint").get<std::string>();
-    m.vocab = meta.at("vocab_size").get<int64_t>();
-    m.documents = meta.at("num_documents").get<int64_t>();
-    m.tokens = meta.at("num_tokens").get<int64_t>();
-    m.token_bytes = meta.at("token_bytes").get<int>();
-    m.shards = meta.at("shards");
-    if (!m.shards.is_array()) throw Error("\"shards\" is not a list");
-    for (const auto& shard : m.shards) {
-      const std::string name = shard.at("file").get<std::string>();
-      shard.at("tokens").get<int64_t>();
-      if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-        throw Error("shard name '" + name + "' is not a file name in " + dir);
-    }
-  } catch (const std::exception& e) {
-    throw Error("corrupt " + meta_path.string() + ": " + e.what() + "; re-run `roformer prepare`");
+  m.fingerprint = j.string("tokenizer_fingerprint");
+  m.vocab = j.count("vocab_size");
+  m.documents = j.count("num_documents");
+  m.tokens = j.count("num_tokens");
+  m.token_bytes = j.integer("token_bytes");
+  for (const auto& shard : j.objects("shards")) {
+    m.shards.push_back({shard.string("file"), shard.count("tokens")});
+    const std::string& name = m.shards.back().file;
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw Error("shard name '" + name + "' is not a file name in " + dir + "; " + advice);
   }
   if (m.token_bytes != 2 && m.token_bytes != 4)
-    throw Error("corrupt " + meta_path.string() + ": token_bytes is " + std::to_string(m.token_bytes) +
-                " (2 or 4 expected); re-run `roformer prepare`");
-  if (m.vocab < Tokenizer::kNumSpecial || m.vocab > (int64_t{1} << (8 * m.token_bytes)) || m.documents < 0 || m.tokens < 0)
-    throw Error("corrupt " + meta_path.string() + ": vocab_size, num_documents or num_tokens is out of range; "
-                "re-run `roformer prepare`");
+    throw Error("corrupt " + path + ": token_bytes is " + std::to_string(m.token_bytes) + " (2 or 4 expected); " + advice);
+  if (m.vocab < Tokenizer::kNumSpecial || m.vocab > (int64_t{1} << (8 * m.token_bytes)))
+    throw Error("corrupt " + path + ": vocab_size is out of range; " + advice);
   if (!expected_fingerprint.empty() && expected_fingerprint != m.fingerprint)
     throw Error("the prepared corpus in " + dir + " was encoded with tokenizer " + m.fingerprint +
                 ", but the tokenizer in use has fingerprint " + expected_fingerprint +
@@ -162,7 +155,7 @@ void PreparedCorpus::add_part(const std::string& dir, const std::string& expecte
   const PartMeta m = read_part_meta(dir, expected_fingerprint);
   const std::string& fingerprint = m.fingerprint;
   const int64_t vocab = m.vocab, documents = m.documents, tokens = m.tokens;
-  const int token_bytes = m.token_bytes;
+  const int token_bytes = static_cast<int>(m.token_bytes);
   if (parts_.empty()) {
     fingerprint_ = fingerprint;
     vocab_size_ = vocab;
@@ -193,7 +186,7 @@ void PreparedCorpus::add_part(const std::string& dir, const std::string& expecte
   int64_t first = part.first_token;
   parts_.back().first_shard = shards_.size();
   for (const auto& s : m.shards) {
-    const std::string name = s.at("file").get<std::string>();
+    const std::string& name = s.file;
     const MappedFile f = map_checked(root / name, kShardMagic, static_cast<uint32_t>(token_bytes_), fingerprint_);
     Shard shard;
     shard.map = {f.base, f.size};
@@ -201,7 +194,7 @@ void PreparedCorpus::add_part(const std::string& dir, const std::string& expecte
     shard.first_token = first;
     shard.num_tokens = static_cast<int64_t>(f.header.count);
     shards_.push_back(shard);  // owned from here on (unmapped by the destructor)
-    if (shard.num_tokens != s.at("tokens").get<int64_t>())
+    if (shard.num_tokens != s.tokens)
       throw Error("shard " + (root / name).string() + " disagrees with meta.json; re-run `roformer prepare`");
     check_token_ids(shards_.back(), (root / name).string(), dir);
     first += shard.num_tokens;

@@ -3,7 +3,16 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <optional>
+
+#include "model/absolute.h"
+#include "model/layers.h"
+#include "model/options.h"
+#include "model/position.h"
+
 namespace roformer::model {
+namespace F = torch::nn::functional;
 
 int64_t relative_span(const config::ModelConfig& m) {
   return m.position_buckets > 0 ? m.position_buckets : config::effective_max_relative_positions(m);
@@ -22,16 +31,35 @@ torch::Tensor log_bucket_positions(const torch::Tensor& distance, int64_t bucket
   return torch::where(abs_pos <= mid, distance.to(log_pos.scalar_type()), log_pos * sign).to(torch::kLong);
 }
 
-RelativeIndex relative_index(int64_t seq_len, const config::ModelConfig& m, const torch::Device& device) {
+namespace {
+
+// delta(i, j) for the 2T - 1 distances i - j = -(T - 1) .. T - 1: S + bucket(i - j), clamped to [0, 2S).
+torch::Tensor relative_rows_by_distance(int64_t seq_len, const config::ModelConfig& m) {
   const int64_t T = seq_len, S = relative_span(m);
   auto distance = torch::arange(-(T - 1), T, torch::kLong);  // (2T - 1): i - j
   auto bucket = m.position_buckets > 0
                     ? log_bucket_positions(distance, m.position_buckets, config::effective_max_relative_positions(m))
                     : distance;
-  auto row = torch::clamp(bucket + S, 0, 2 * S - 1);  // delta, HF's c2p_pos
+  return torch::clamp(bucket + S, 0, 2 * S - 1);  // delta, HF's c2p_pos
+}
+
+RelativeIndex rows_read(const torch::Tensor& row) {
   RelativeIndex r;
   r.first_row = row.min().item<int64_t>();
   r.rows = row.max().item<int64_t>() - r.first_row + 1;
+  return r;
+}
+
+}  // namespace
+
+RelativeIndex relative_rows(int64_t seq_len, const config::ModelConfig& m) {
+  return rows_read(relative_rows_by_distance(seq_len, m));
+}
+
+RelativeIndex relative_index(int64_t seq_len, const config::ModelConfig& m, const torch::Device& device) {
+  const int64_t T = seq_len;
+  const auto row = relative_rows_by_distance(T, m);
+  RelativeIndex r = rows_read(row);
   auto i = torch::arange(T, torch::kLong).unsqueeze(1), j = torch::arange(T, torch::kLong).unsqueeze(0);
   r.index = (row - r.first_row).index({i - j + (T - 1)}).to(device);  // (T, T)
   return r;
@@ -53,6 +81,149 @@ torch::Tensor disentangled_scores(const torch::Tensor& q, const torch::Tensor& k
     scores = scores.defined() ? scores + term : term;
   }
   return scores * scale;
+}
+
+namespace {
+
+constexpr size_t kRel = 0;    // PositionInputs::trainable: the LayerNorm'd rows (R, H) the length reads
+constexpr size_t kIndex = 0;  // PositionInputs::fixed: RelativeIndex::index (T, T)
+
+// One layer's c2p and p2c terms, and its projections of the relative rows when they are its own.
+class DisentangledAttention final : public AttentionPositions {
+ public:
+  DisentangledAttention(torch::nn::Module& attention, const torch::nn::Linear& query, const torch::nn::Linear& key,
+                        const RoFormerOptions& o)
+      : m_(o.model()), query_(query), key_(key) {
+    const int64_t H = m_.hidden_size;
+    if (!m_.share_att_key) {  // HF DisentangledSelfAttention registers them in this order, after q, k, v
+      if (m_.pos_att_type != config::RelativeTerms::kP2C)
+        pos_key_proj_ = attention.register_module("pos_key_proj", torch::nn::Linear(H, H));
+      if (m_.pos_att_type != config::RelativeTerms::kC2P)
+        pos_query_proj_ = attention.register_module("pos_query_proj", torch::nn::Linear(H, H));
+    }
+  }
+
+  // c2p + p2c (B, N, T, T), scaled by 1/sqrt(D (1 + terms)); the relative rows take hidden dropout
+  // first (HF pos_dropout).
+  torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k, const PositionInputs& inputs,
+                           bool training) const override {
+    const int64_t N = m_.num_heads, D = m_.hidden_size / N, R = inputs.trainable[kRel].size(0);
+    auto rel = F::dropout(inputs.trainable[kRel], F::DropoutFuncOptions().p(m_.hidden_dropout).training(training));
+    auto heads = [&](const torch::Tensor& t) { return t.view({R, N, D}).transpose(0, 1); };  // (N, R, D)
+    torch::Tensor pos_key, pos_query;  // (N, R, D); undefined for a term pos_att_type leaves out
+    if (m_.pos_att_type != config::RelativeTerms::kP2C)
+      pos_key = heads(linear(m_.share_att_key ? key_ : pos_key_proj_, rel));
+    if (m_.pos_att_type != config::RelativeTerms::kC2P)
+      pos_query = heads(linear(m_.share_att_key ? query_ : pos_query_proj_, rel));
+    return disentangled_scores(q, k, pos_key, pos_query, inputs.fixed[kIndex], *score_scale());
+  }
+
+  ScoreBias bias_kind() const override { return ScoreBias::kTrained; }
+
+  // DeBERTa's 1/sqrt(3D) with both relative terms (HF scale_factor), 1/sqrt(2D) with one.
+  std::optional<double> score_scale() const override {
+    const double D = static_cast<double>(m_.hidden_size / m_.num_heads);
+    return 1.0 / std::sqrt(D * (m_.pos_att_type == config::RelativeTerms::kBoth ? 3.0 : 2.0));
+  }
+
+ private:
+  config::ModelConfig m_;
+  torch::nn::Linear query_, key_;  // the layer's own (share_att_key)
+  torch::nn::Linear pos_key_proj_{nullptr}, pos_query_proj_{nullptr};  // (H, H); null when shared or left out
+};
+
+class DisentangledPositions final : public PositionScheme {
+ public:
+  explicit DisentangledPositions(const RoFormerOptions& o) : options_(o) {
+    const auto& m = o.model();
+    if (m.position_biased_input || m.enhanced_mask_decoder) absolute_.emplace(m.max_position_embeddings, o.embedding_size());
+  }
+
+  void register_embeddings(torch::nn::Module& embeddings) override {
+    if (absolute_) absolute_->register_in(embeddings);
+  }
+
+  std::shared_ptr<AttentionPositions> register_attention(torch::nn::Module& attention, const torch::nn::Linear& query,
+                                                         const torch::nn::Linear& key) override {
+    return std::make_shared<DisentangledAttention>(attention, query, key, options_);
+  }
+
+  // After the layers, as in HF DebertaV2Encoder.
+  void register_encoder_back(torch::nn::Module& encoder) override {
+    const auto& m = options_.model();
+    rel_embeddings_ = encoder.register_module("rel_embeddings",
+                                              torch::nn::Embedding(2 * relative_span(m), m.hidden_size));  // (2S, H)
+    rel_layer_norm_ = encoder.register_module(  // HF norm_rel_ebd "layer_norm"
+        "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({m.hidden_size}).eps(m.layer_norm_eps)));
+  }
+
+  torch::Tensor add_input_positions(const torch::Tensor& x, EmbeddingStage stage, int64_t offset) const override {
+    // DeBERTa-v1's input table; the decoder's table does not enter the input.
+    if (stage != EmbeddingStage::kBeforeTokenTypes || !options_.model().position_biased_input) return x;
+    return x + absolute_->rows(offset, x.size(1));  // (T, E) over (B, T, E)
+  }
+
+  PositionInputs prepare(const torch::Tensor& x) override {
+    const int64_t T = x.size(1);
+    // Built on the host once per length and device (a copy to the device would synchronize each step).
+    if (!relative_.index.defined() || relative_.index.size(0) != T || relative_.index.device() != x.device())
+      relative_ = relative_index(T, options_.model(), x.device());
+    // LayerNorm acts row by row, so normalizing only the rows this length reads is exact.
+    auto rel = rel_layer_norm_->forward(rel_embeddings_->weight.narrow(0, relative_.first_row, relative_.rows));
+    return {{rel}, {relative_.index}};  // (R, H), (T, T)
+  }
+
+  // DeBERTa's z: the table's first T rows (no LayerNorm, no dropout).
+  torch::Tensor decoder_positions(int64_t seq_len) const override {
+    return options_.model().enhanced_mask_decoder ? absolute_->rows(0, seq_len) : torch::Tensor();
+  }
+
+  std::optional<int64_t> max_length() const override {
+    return absolute_ ? std::optional<int64_t>(absolute_->size()) : std::nullopt;
+  }
+
+  // Per relative term (c2p, p2c): the R rows projected 2 R H^2, scored against every query (key) 2 B T R H.
+  double flops_per_layer(int64_t batch, int64_t seq_len) const override {
+    const auto& m = options_.model();
+    const double tokens = static_cast<double>(batch) * static_cast<double>(seq_len);
+    const double H = static_cast<double>(m.hidden_size), R = static_cast<double>(relative_rows(seq_len, m).rows);
+    return terms() * (2.0 * R * H * H + 2.0 * tokens * R * H);
+  }
+
+  int64_t extra_layer_passes() const override { return options_.model().enhanced_mask_decoder ? 1 : 0; }
+
+  // The float bias (B, N, T, T) SDPA keeps for its backward.
+  double activations_per_token(int64_t seq_len) const override {
+    return static_cast<double>(options_.model().num_heads) * static_cast<double>(seq_len);
+  }
+
+  std::vector<TableSize> tables() const override {
+    const auto& m = options_.model();
+    const double H = static_cast<double>(m.hidden_size), S = static_cast<double>(relative_span(m));
+    // S is position_buckets, or without buckets max_relative_positions (0: max_position_embeddings).
+    const char* span_key = m.position_buckets > 0         ? "model.position_buckets"
+                           : m.max_relative_positions > 0 ? "model.max_relative_positions"
+                                                          : "model.max_position_embeddings";
+    std::vector<TableSize> out = {{span_key, 2 * S * H + 2 * H, 0.0}};  // the table and its LayerNorm
+    if (!m.share_att_key)
+      out.push_back({"model.hidden_size", static_cast<double>(m.num_layers) * terms() * (H * H + H), 0.0});
+    if (absolute_) out.push_back(absolute_->table());
+    return out;
+  }
+
+ private:
+  double terms() const { return options_.model().pos_att_type == config::RelativeTerms::kBoth ? 2.0 : 1.0; }
+  RoFormerOptions options_;
+  std::optional<AbsoluteTable> absolute_;         // position_biased_input or the enhanced mask decoder
+  torch::nn::Embedding rel_embeddings_{nullptr};  // (2S, H) every layer's relative embeddings
+  torch::nn::LayerNorm rel_layer_norm_{nullptr};  // over rel_embeddings ("LayerNorm")
+  RelativeIndex relative_;                        // the last sequence length's (rebuilt when T or the device changes)
+};
+
+}  // namespace
+
+std::shared_ptr<PositionScheme> make_disentangled_positions(const RoFormerOptions& options) {
+  return std::make_shared<DisentangledPositions>(options);
 }
 
 }  // namespace roformer::model

@@ -9,14 +9,26 @@
 // distance i - j: S + bucket(i - j), clamped to [0, 2S). With buckets, distances up to S/2 are exact
 // and longer ones log-spaced, reaching the outermost rows at max_relative_positions; every longer
 // distance shares them.
+// As a position scheme (model.position: disentangled, position.h): the table is the encoder's
+// rel_embeddings (2S, H) with its LayerNorm, registered after the layers as in HF DebertaV2Encoder;
+// each layer adds c2p + p2c as a float bias of its scores (projected by its own query/key weights,
+// or with share_att_key false by pos_key_proj/pos_query_proj) and scales them by 1/sqrt(D (1 +
+// terms)). DeBERTa-v1's position_biased_input adds a learned absolute table (model/absolute.h) to
+// the input embeddings, before the token types as DebertaV2Embeddings does; the enhanced mask
+// decoder (section 3.2) gives the MLM head the last layer re-run on queries plus that table's rows.
 // Dimensions: B batch, N heads, T sequence, D head dim, R table rows a length-T sequence uses.
 #pragma once
 
 #include <torch/types.h>
 
+#include <memory>
+
 #include "core/config.h"
 
 namespace roformer::model {
+
+class PositionScheme;
+struct RoFormerOptions;
 
 // S: the relative table holds 2S rows (Hugging Face's pos_ebd_size, att_span).
 int64_t relative_span(const config::ModelConfig& m);
@@ -36,6 +48,8 @@ struct RelativeIndex {
 };
 // Built on the host from seq_len and the model section; `device` is where index goes.
 RelativeIndex relative_index(int64_t seq_len, const config::ModelConfig& m, const torch::Device& device);
+// first_row and rows alone (index left undefined): no (T, T) tensor is built.
+RelativeIndex relative_rows(int64_t seq_len, const config::ModelConfig& m);
 
 // The c2p and p2c scores of one layer, scaled: (B, N, T, T)
 //   c2p_ij = q_i . pos_key_{index[i][j]},  p2c_ij = k_j . pos_query_{index[i][j]}
@@ -43,5 +57,7 @@ RelativeIndex relative_index(int64_t seq_len, const config::ModelConfig& m, cons
 // index: (T, T) from relative_index; scale: 1/sqrt(D * (1 + number of terms)).
 torch::Tensor disentangled_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& pos_key,
                                   const torch::Tensor& pos_query, const torch::Tensor& index, double scale);
+
+std::shared_ptr<PositionScheme> make_disentangled_positions(const RoFormerOptions& options);
 
 }  // namespace roformer::model

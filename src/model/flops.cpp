@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "model/disentangled.h"
+#include "model/position.h"
 
 namespace roformer::model {
 
@@ -18,12 +18,9 @@ double mlm_train_flops_per_step(const RoFormerOptions& o, int64_t batch, int64_t
   if (o.embedding_size() != m.hidden_size) forward += 2.0 * tokens * E * H;
   double layer = 4.0 * 2.0 * tokens * H * H + 2.0 * 2.0 * tokens * H * I;
   layer += m.attention == config::Attention::kLinear ? 2.0 * 2.0 * tokens * H * D : 2.0 * 2.0 * B * T * T * H;
-  if (m.position == config::Position::kDisentangled) {
-    const double R = static_cast<double>(relative_index(seq_len, m, torch::kCPU).rows);
-    const double terms = m.pos_att_type == config::RelativeTerms::kBoth ? 2.0 : 1.0;
-    layer += terms * (2.0 * R * H * H + 2.0 * tokens * R * H);
-  }
-  const int64_t passes = m.num_layers + (m.enhanced_mask_decoder ? 1 : 0);
+  const auto positions = make_position_scheme(o);
+  layer += positions->flops_per_layer(batch, seq_len);
+  const int64_t passes = m.num_layers + positions->extra_layer_passes();
   forward += static_cast<double>(passes) * layer;
   forward += 2.0 * P * H * E + 2.0 * P * E * V;
   return 3.0 * forward;

@@ -12,10 +12,11 @@ namespace roformer::model {
 //   per layer   QKV 3 * 2 B T H^2 + output 2 B T H^2 + FFN 2 * 2 B T H I
 //               softmax attention: QK^T 2 B T^2 H + AV 2 B T^2 H
 //               linear attention:  K^T V 2 B T H D + Q (K^T V) 2 B T H D
-//               disentangled, per relative term (c2p, p2c): the R used rows of the relative
-//               table projected 2 R H^2, scored against every query (key) 2 B T R H
-//   layers      num_layers, plus 1 with the enhanced mask decoder (the last layer's ordinary pass
-//               is skipped and it runs twice as the decoder)
+//               the position scheme's own (PositionScheme::flops_per_layer): disentangled, per
+//               relative term (c2p, p2c), the R used rows of the relative table projected
+//               2 R H^2, scored against every query (key) 2 B T R H
+//   layers      num_layers, plus the scheme's extra passes (the enhanced mask decoder: 1, as the
+//               last layer's ordinary pass is skipped and it runs twice as the decoder)
 //   head        2 P H E + 2 P E V               (P = n_pred predicted positions)
 // Embedding lookups, LayerNorm, softmax, the rotary products and the gathers are not counted.
 double mlm_train_flops_per_step(const RoFormerOptions& options, int64_t batch, int64_t seq_len, int64_t n_pred);

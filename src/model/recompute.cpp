@@ -32,19 +32,19 @@ void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
   gen.set_state(state);
 }
 
-// The layer's tensor inputs in the order Function::apply takes them (after x). Undefined ones are
-// passed as nullopt: Function::apply refuses an undefined tensor argument (unpadded batches, no
-// rotary or relative positions, no decoder queries).
+// An undefined tensor is passed as nullopt: Function::apply refuses an undefined tensor argument
+// (unpadded batches, no decoder queries).
 std::optional<torch::Tensor> optional(const torch::Tensor& t) {
   return t.defined() ? std::optional<torch::Tensor>(t) : std::nullopt;
 }
 
 struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
-  // Inputs with a gradient: x, queries, rel; without: mask, sin_pos, cos_pos, rel_index.
+  // Inputs with a gradient: x, queries and the position scheme's trainable tensors (disentangled:
+  // the relative rows), a list of at least one (Function::apply counts each as an input); without:
+  // the key mask and the scheme's fixed tensors (rotary rows, the relative index).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const std::optional<torch::Tensor>& queries,
-                               const std::optional<torch::Tensor>& rel, const std::optional<torch::Tensor>& mask,
-                               const std::optional<torch::Tensor>& sin_pos, const std::optional<torch::Tensor>& cos_pos,
-                               const std::optional<torch::Tensor>& rel_index, int64_t layer_address) {
+                               at::TensorList trainable, const std::optional<torch::Tensor>& mask,
+                               const std::vector<torch::Tensor>& fixed, int64_t layer_address) {
     // Function::apply already disables grad mode here: no activations are kept.
     ctx->saved_data["layer"] = layer_address;
     // The recompute runs in backward, outside the caller's autocast region: replay this state.
@@ -54,15 +54,14 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["cpu_rng"] = get_rng_state(torch::kCPU);
     if (x.is_cuda()) ctx->saved_data["device_rng"] = get_rng_state(x.device());
     ctx->saved_data["mask"] = mask;  // no gradient; kept as they are
-    ctx->saved_data["rel_index"] = rel_index;
-    LayerInputs inputs{mask.value_or(torch::Tensor()), sin_pos.value_or(torch::Tensor()),
-                       cos_pos.value_or(torch::Tensor()), rel.value_or(torch::Tensor()),
-                       rel_index.value_or(torch::Tensor())};
+    ctx->saved_data["fixed"] = fixed;
     const auto q = queries.value_or(torch::Tensor());
     // Undefined tensors are saved (and restored) as undefined.
-    ctx->save_for_backward({x, q, inputs.rel, inputs.sin_pos, inputs.cos_pos});
+    std::vector<torch::Tensor> saved = {x, q};
+    saved.insert(saved.end(), trainable.begin(), trainable.end());
+    ctx->save_for_backward(saved);
     auto* layer = reinterpret_cast<RoFormerLayerImpl*>(layer_address);
-    return layer->forward(x, inputs, q);
+    return layer->forward(x, layer_inputs(mask, trainable.vec(), fixed), q);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -77,26 +76,33 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       device_now = get_rng_state(device);
       set_rng_state(device, ctx->saved_data["device_rng"].toTensor());
     }
-    // Detached leaves for the inputs with a gradient (x, queries, rel), the others as saved.
+    // Detached leaves for the inputs with a gradient (x, queries, the trainable ones), the others as saved.
     auto leaf = [](const torch::Tensor& t) { return t.defined() ? t.detach().requires_grad_(true) : t; };
-    auto x = leaf(saved[0]), queries = leaf(saved[1]), rel = leaf(saved[2]);
-    const LayerInputs inputs{ctx->saved_data["mask"].toOptional<torch::Tensor>().value_or(torch::Tensor()), saved[3],
-                             saved[4], rel,
-                             ctx->saved_data["rel_index"].toOptional<torch::Tensor>().value_or(torch::Tensor())};
+    for (auto& t : saved) t = leaf(t);
+    const std::vector<torch::Tensor> trainable(saved.begin() + 2, saved.end());
+    const auto inputs = layer_inputs(ctx->saved_data["mask"].toOptional<torch::Tensor>(), trainable,
+                                     ctx->saved_data["fixed"].toTensorVector());
     torch::Tensor out;
     {
       torch::AutoGradMode enable(true);
       AutocastScope autocast(device.type(), AutocastState{ctx->saved_data["autocast"].toBool(),
                                                           static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt())});
-      out = layer->forward(x, inputs, queries);
+      out = layer->forward(saved[0], inputs, saved[1]);
     }
     set_rng_state(torch::kCPU, cpu_now);
     if (device.is_cuda()) set_rng_state(device, device_now);
-    // Re-entrant backward: parameter gradients accumulate into their .grad, the inputs' into theirs.
+    // Re-entrant backward: parameter gradients accumulate into their .grad, the inputs' into theirs;
+    // one gradient per input of forward (undefined for those without), in its order.
     torch::autograd::backward({out}, {grad_outputs[0]});
-    auto grad = [](const torch::Tensor& t) { return t.defined() ? t.grad() : torch::Tensor(); };
-    return {grad(x),         grad(queries),   grad(rel),       torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    variable_list grads;
+    for (const auto& t : saved) grads.push_back(t.defined() ? t.grad() : torch::Tensor());
+    grads.resize(grads.size() + 3);  // mask, fixed, layer_address
+    return grads;
+  }
+
+  static LayerInputs layer_inputs(const std::optional<torch::Tensor>& mask, std::vector<torch::Tensor> trainable,
+                                  std::vector<torch::Tensor> fixed) {
+    return {mask.value_or(torch::Tensor()), {std::move(trainable), std::move(fixed)}};
   }
 };
 
@@ -105,9 +111,8 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
 torch::Tensor checkpointed_layer_forward(const std::shared_ptr<RoFormerLayerImpl>& layer, const torch::Tensor& x,
                                          const LayerInputs& inputs, const torch::Tensor& queries) {
   // The layer outlives the graph (it belongs to the model), so its address is enough to find it.
-  return CheckpointedLayer::apply(x, optional(queries), optional(inputs.rel), optional(inputs.mask),
-                                  optional(inputs.sin_pos), optional(inputs.cos_pos), optional(inputs.rel_index),
-                                  reinterpret_cast<int64_t>(layer.get()));
+  return CheckpointedLayer::apply(x, optional(queries), at::TensorList(inputs.positions.trainable), optional(inputs.mask),
+                                  inputs.positions.fixed, reinterpret_cast<int64_t>(layer.get()));
 }
 
 }  // namespace roformer::model

@@ -3,7 +3,7 @@
 // Forward runs the layer without building a graph and saves only its inputs; backward re-runs the
 // layer with grad enabled on detached copies of the inputs and back-propagates through it
 // (re-entrant, like torch.utils.checkpoint(use_reentrant=True)): the gradients of the inputs that
-// carry one (x, the enhanced mask decoder's queries, disentangled attention's relative embeddings)
+// carry one (x, the enhanced mask decoder's queries, the position scheme's trainable inputs)
 // are returned, those of the layer's parameters accumulate in their .grad. Dropout is reproduced
 // exactly: the CPU generator state (and the CUDA one of the input's device) is saved before the
 // forward and restored around the recomputation, then the caller's state is put back. So is

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "model/kernel_policy.h"
 
 namespace roformer::model {
 
@@ -16,7 +17,6 @@ constexpr const char* kDecoderWeight = "cls.predictions.decoder.weight";
 constexpr const char* kDecoderBias = "cls.predictions.decoder.bias";
 constexpr const char* kWordEmbeddings = "roformer.embeddings.word_embeddings.weight";
 constexpr const char* kHeadBias = "cls.predictions.bias";
-constexpr const char* kPositions = "roformer.encoder.embed_positions.weight";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -27,21 +27,6 @@ std::string shape_str(const torch::Tensor& t) {
   return os.str();
 }
 }  // namespace
-
-std::string to_string(RotaryImpl impl) {
-  switch (impl) {
-    case RotaryImpl::kElementwise: return "elementwise";
-    case RotaryImpl::kFused: return "fused";
-    case RotaryImpl::kMatrix: return "matrix";
-  }
-  return "?";
-}
-
-std::optional<RotaryImpl> rotary_impl_named(const std::string& name) {
-  for (auto impl : {RotaryImpl::kElementwise, RotaryImpl::kFused, RotaryImpl::kMatrix})
-    if (to_string(impl) == name) return impl;
-  return std::nullopt;
-}
 
 void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
   TORCH_CHECK(input_ids.is_cpu(), "check_token_ids reads a host tensor, got one on ", input_ids.device());
@@ -59,12 +44,13 @@ RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options)
   if (V <= 0) throw Error("invalid model options: vocab_size must be > 0 (got " + std::to_string(V) + ")");
   if (options_.pad_token_id() < 0 || options_.pad_token_id() >= V)
     throw Error("invalid model options: pad_token_id outside the vocabulary");
+  positions_ = make_position_scheme(options_);
   auto roformer = register_module("roformer", std::make_shared<torch::nn::Module>());
-  embeddings = roformer->register_module("embeddings", RoFormerEmbeddings(options_));
+  embeddings = roformer->register_module("embeddings", RoFormerEmbeddings(options_, positions_));
   if (options_.embedding_size() != options_.model().hidden_size)
     embeddings_project = roformer->register_module(
         "embeddings_project", torch::nn::Linear(options_.embedding_size(), options_.model().hidden_size));
-  encoder = roformer->register_module("encoder", RoFormerEncoder(options_));
+  encoder = roformer->register_module("encoder", RoFormerEncoder(options_, positions_));
   auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
   head = cls->register_module("predictions", RoFormerLMHead(options_));
   init_weights();
@@ -97,12 +83,12 @@ RoFormerForMaskedLMImpl::Embedded RoFormerForMaskedLMImpl::embed(const torch::Te
   TORCH_CHECK(input_ids.scalar_type() == torch::kLong, "input_ids must be int64");
   const int64_t B = input_ids.size(0), T = input_ids.size(1);
   // A learned absolute table has max_position_embeddings rows and nothing beyond; the rotary table
-  // is a formula and extends (RoFormerEncoder::positions_for), relative buckets cover any distance;
-  // with no positions nothing limits T.
+  // is a formula and extends (rotary_rows), relative buckets cover any distance; with no positions
+  // nothing limits T (PositionScheme::max_length).
   const auto& m = options_.model();
-  if (T > m.max_position_embeddings && config::has_absolute_table(m))
+  if (const auto longest = positions_->max_length(); longest && T > *longest)
     throw Error("sequence length " + std::to_string(T) + " exceeds model.max_position_embeddings " +
-                std::to_string(m.max_position_embeddings) +
+                std::to_string(*longest) +
                 " (the rows of the learned absolute position table; lower data.max_seq_len or raise "
                 "model.max_position_embeddings)");
   // No read back from an accelerator here: callers check their host batch before the copy.
@@ -130,7 +116,7 @@ RoFormerForMaskedLMImpl::Embedded RoFormerForMaskedLMImpl::embed(const torch::Te
   }
 
   auto x = embeddings->forward(input_ids, token_type_ids);  // (B, T, E)
-  if (embeddings_project) x = linear(embeddings_project, x, options_.kernels().bias_in_gemm);  // (B, T, H)
+  if (embeddings_project) x = linear(embeddings_project, x);  // (B, T, H)
   return {x, mask};
 }
 
@@ -143,11 +129,11 @@ torch::Tensor RoFormerForMaskedLMImpl::encode(const torch::Tensor& input_ids, co
 torch::Tensor RoFormerForMaskedLMImpl::head_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                                    const torch::Tensor& token_type_ids) {
   const auto [x, mask] = embed(input_ids, attention_mask, token_type_ids);
-  if (!options_.model().enhanced_mask_decoder) return encoder->forward(x, mask);  // (B, T, H)
-  // The decoder's absolute positions: the table's first T rows (DeBERTa's z_states: no LayerNorm, no
-  // dropout), mapped to H by the embedding projection when E < H.
-  auto z = embeddings->position_embeddings->weight.narrow(0, 0, x.size(1));  // (T, E)
-  if (embeddings_project) z = linear(embeddings_project, z, options_.kernels().bias_in_gemm);  // (T, H)
+  // The decoder's absolute positions (DeBERTa's z_states), mapped to H by the embedding projection
+  // when E < H; without a decoder the head reads the encoder output.
+  auto z = positions_->decoder_positions(x.size(1));  // (T, E)
+  if (!z.defined()) return encoder->forward(x, mask);  // (B, T, H)
+  if (embeddings_project) z = linear(embeddings_project, z);  // (T, H)
   return encoder->forward_emd(x, mask, z);  // (B, T, H)
 }
 
@@ -162,22 +148,23 @@ torch::Tensor RoFormerForMaskedLMImpl::forward_sparse(const torch::Tensor& input
                                                       const torch::Tensor& token_type_ids) {
   TORCH_CHECK(pred_positions.dim() == 1 && pred_positions.scalar_type() == torch::kLong,
               "pred_positions must be (P,) int64 flat indices into B*T");
+  if (kernel_policy().dense_head)  // (B*T, V), then the predicted rows: the cost the sparse head avoids
+    return forward(input_ids, attention_mask, token_type_ids).view({-1, options_.model().vocab_size})
+        .index_select(0, pred_positions);
   auto h = head_states(input_ids, attention_mask, token_type_ids);           // (B, T, H)
   auto picked = h.reshape({-1, h.size(-1)}).index_select(0, pred_positions);  // (P, H)
   return head->forward(picked, embeddings->word_embeddings->weight);         // (P, V)
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::hf_named_parameters() const {
+  // PyTorch's state_dict order: module by module in registration order, each module's parameters
+  // then its buffers. The only buffer, the rotary table, is a frozen parameter in HF's RoFormer.
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  bool positions_added = !encoder->embed_positions.defined();  // no rotary table: nothing to add
-  for (const auto& p : named_parameters()) {
-    if (!positions_added && p.key().rfind("roformer.encoder.", 0) == 0) {
-      out.emplace_back(kPositions, encoder->embed_positions);
-      positions_added = true;
-    }
-    out.emplace_back(p.key(), p.value());
+  for (const auto& m : named_modules("", /*include_self=*/true)) {
+    const std::string prefix = m.key().empty() ? "" : m.key() + ".";
+    for (const auto& p : m.value()->named_parameters(/*recurse=*/false)) out.emplace_back(prefix + p.key(), p.value());
+    for (const auto& b : m.value()->named_buffers(/*recurse=*/false)) out.emplace_back(prefix + b.key(), b.value());
   }
-  if (!positions_added) out.emplace_back(kPositions, encoder->embed_positions);  // num_layers == 0
   out.emplace_back(kDecoderWeight, embeddings->word_embeddings->weight);
   out.emplace_back(kDecoderBias, head->bias);
   return out;
@@ -185,7 +172,9 @@ std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::hf_n
 
 std::vector<std::string> RoFormerForMaskedLMImpl::hf_state_dict_problems(
     const std::map<std::string, torch::Tensor>& tensors) const {
-  const std::set<std::string> optional = {kDecoderWeight, kDecoderBias, kPositions};
+  // The tied aliases, and the buffers (computed from the config: the rotary table).
+  std::set<std::string> optional = {kDecoderWeight, kDecoderBias};
+  for (const auto& b : named_buffers()) optional.insert(b.key());
   std::vector<std::string> problems;
   std::map<std::string, torch::Tensor> expected;
   for (auto& [name, t] : hf_named_parameters()) expected.emplace(name, t);

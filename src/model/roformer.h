@@ -21,6 +21,7 @@
 
 #include "model/layers.h"
 #include "model/options.h"
+#include "model/position.h"
 
 namespace roformer::model {
 
@@ -35,9 +36,9 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
 
   // Encoder output (B, T, H). attention_mask: (B, T) int64/bool, 1 = token, 0 = padding, or
   // undefined (no padding); on an accelerator a defined mask is taken as padded (no read back).
-  // token_type_ids: (B, T) int64 or undefined (zeros). Throws roformer::Error for
-  // T > max_position_embeddings with a learned absolute table (config::has_absolute_table) and, for
-  // CPU inputs, token ids outside [0, vocab_size).
+  // token_type_ids: (B, T) int64 or undefined (zeros). Throws roformer::Error for T beyond the
+  // position scheme's max_length (a learned absolute table) and, for CPU inputs, token ids outside
+  // [0, vocab_size).
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                        const torch::Tensor& token_type_ids = {});
   // What the MLM head reads (B, T, H): encode's output, or with model.enhanced_mask_decoder the
@@ -47,24 +48,30 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // Dense MLM logits (B, T, V).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         const torch::Tensor& token_type_ids = {});
-  // Sparse MLM logits (P, V) at pred_positions: (P,) int64 flat indices into B*T.
+  // Sparse MLM logits (P, V) at pred_positions: (P,) int64 flat indices into B*T. The head runs at
+  // those P rows only, unless the kernel policy's dense_head (model/kernel_policy.h) asks otherwise.
   torch::Tensor forward_sparse(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                const torch::Tensor& pred_positions, const torch::Tensor& token_type_ids = {});
 
   const RoFormerOptions& options() const { return options_; }
+  // Where position information enters (model.position), chosen once; its tables are registered in
+  // the modules below.
+  const PositionScheme& positions() const { return *positions_; }
   // The attention kernel a (batch, seq_len) forward runs on this model's device with q/k/v in
   // `dtype` (the autocast dtype under bf16/fp16); see RoFormerSelfAttention::attention_backend.
   std::string attention_backend(int64_t batch, int64_t seq_len, torch::ScalarType dtype, bool padded) const;
 
   // Parameters under Hugging Face RoFormerForMaskedLM state_dict names, in HF's order. Tied tensors
   // appear under every HF key that holds them: cls.predictions.decoder.weight is the word embedding,
-  // cls.predictions.decoder.bias is cls.predictions.bias. Also lists the rotary table buffer as
-  // roformer.encoder.embed_positions.weight (position rotary only; absolute has the learned
-  // roformer.embeddings.position_embeddings.weight instead, BERT's bert.embeddings.position_embeddings). Pre-LN adds roformer.encoder.final_layer_norm.* (no HF
+  // cls.predictions.decoder.bias is cls.predictions.bias. Also lists the buffers at their place in
+  // the state dict: the rotary table roformer.encoder.embed_positions.weight (position rotary only;
+  // absolute has the learned roformer.embeddings.position_embeddings.weight instead, BERT's
+  // bert.embeddings.position_embeddings). Pre-LN adds roformer.encoder.final_layer_norm.* (no HF
   // equivalent). The tensors are the live ones (not copies).
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
   // Loads tensors by HF names (copy_ under NoGradGuard, converting dtype). The alias keys
-  // (decoder.weight, decoder.bias) and embed_positions.weight are optional, as HF may drop them.
+  // (decoder.weight, decoder.bias) and the buffers (embed_positions.weight) are optional, as HF may
+  // drop them.
   // Throws roformer::Error listing missing/unexpected keys and shape mismatches.
   void load_hf_state_dict(const std::map<std::string, torch::Tensor>& tensors);
   // What load_hf_state_dict would refuse, one line each ("missing key NAME", "unexpected key NAME",
@@ -96,6 +103,7 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   void init_weights();
   bool decays(const std::string& name, bool include_embeddings) const;
   RoFormerOptions options_;
+  std::shared_ptr<PositionScheme> positions_;
 };
 TORCH_MODULE(RoFormerForMaskedLM);
 

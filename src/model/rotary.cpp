@@ -6,6 +6,10 @@
 
 #include <vector>
 
+#include "model/options.h"
+#include "model/kernel_policy.h"
+#include "model/position.h"
+
 namespace roformer::model {
 
 torch::Tensor rotary_table(int64_t max_positions, int64_t head_dim, double base) {
@@ -16,6 +20,13 @@ torch::Tensor rotary_table(int64_t max_positions, int64_t head_dim, double base)
   // HF: pos / base^(2 (j // 2) / D) for even j = 2i.
   auto angle = pos / torch::pow(base, 2.0 * i / static_cast<double>(head_dim));  // (P, D/2)
   return torch::cat({angle.sin(), angle.cos()}, 1).to(torch::kFloat32);         // (P, D)
+}
+
+torch::Tensor rotary_rows(const torch::Tensor& table, int64_t seq_len, double base) {
+  if (seq_len <= table.size(0)) return table;
+  // theta_i does not depend on P and each row is computed from its own position, so rows < P equal
+  // the buffer's exactly; only longer inputs (evaluation beyond the training length) pay for it.
+  return rotary_table(seq_len, table.size(1), base).to(table.device());
 }
 
 std::pair<torch::Tensor, torch::Tensor> rotary_sin_cos(const torch::Tensor& table, int64_t seq_len) {
@@ -87,6 +98,93 @@ torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& s
   auto R = rotation_matrices(sin_pos, cos_pos);  // (T, D, D)
   // x'_{..., t, e} = sum_d R_{t, e, d} x_{..., t, d}
   return torch::matmul(R, x.unsqueeze(-1)).squeeze(-1);
+}
+
+namespace {
+
+constexpr size_t kSin = 0, kCos = 1;  // PositionInputs::fixed: the (T, D) rows of the forward
+
+// One layer's rotation in the form the kernel policy gives its device (model/kernel_policy.h).
+class RotaryAttention final : public AttentionPositions {
+ public:
+  explicit RotaryAttention(bool rotate_values) : rotate_values_(rotate_values) {}
+
+  void transform(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const PositionInputs& inputs) const override {
+    if (rotate_values_) v = rotate(v, inputs);
+    q = rotate(q, inputs);
+    k = rotate(k, inputs);
+  }
+
+  std::array<torch::Tensor, 3> transform_packed(const torch::Tensor& qkv, const PositionInputs& inputs) const override {
+    if (rotary_impl(qkv.device()) != RotaryImpl::kFused) return AttentionPositions::transform_packed(qkv, inputs);
+    // q and k rotated together: one rotation for both (positions along dim 1 of (B, T, 2, N, D)).
+    // Split and unbind rather than narrow/select: their backward is one cat/stack.
+    auto parts = qkv.split_with_sizes({2, 1}, 2);
+    auto qk = apply_rotary_fused(parts[0], inputs.fixed[kSin], inputs.fixed[kCos], /*seq_dim=*/1).unbind(2);
+    auto v = parts[1].squeeze(2).transpose(1, 2);
+    if (rotate_values_) v = rotate(v, inputs);
+    return {qk[0].transpose(1, 2), qk[1].transpose(1, 2), v};
+  }
+
+  torch::Tensor transform_features(const torch::Tensor& features, const PositionInputs& inputs) const override {
+    return rotate(features, inputs);
+  }
+
+ private:
+  torch::Tensor rotate(const torch::Tensor& x, const PositionInputs& inputs) const {  // x: (B, N, T, D)
+    const auto& sin_pos = inputs.fixed[kSin];
+    const auto& cos_pos = inputs.fixed[kCos];
+    if (rotary_impl(x.device()) == RotaryImpl::kFused) return apply_rotary_fused(x, sin_pos, cos_pos, /*seq_dim=*/-2);
+    return apply_rotary(x, sin_pos, cos_pos);
+  }
+  bool rotate_values_;
+};
+
+class RotaryPositions final : public PositionScheme {
+ public:
+  explicit RotaryPositions(const RoFormerOptions& o)
+      : rows_(o.model().max_position_embeddings), head_dim_(o.model().hidden_size / o.model().num_heads),
+        base_(o.model().rotary_base), rotate_values_(o.model().rotary_value) {}
+
+  // First in the encoder, as HF RoFormerEncoder's embed_positions.
+  void register_encoder_front(torch::nn::Module& encoder) override {
+    auto group = encoder.register_module("embed_positions", std::make_shared<torch::nn::Module>());
+    table_ = group->register_buffer("weight", rotary_table(rows_, head_dim_, base_));
+  }
+
+  std::shared_ptr<AttentionPositions> register_attention(torch::nn::Module&, const torch::nn::Linear&,
+                                                         const torch::nn::Linear&) override {
+    return std::make_shared<RotaryAttention>(rotate_values_);
+  }
+
+  PositionInputs prepare(const torch::Tensor& x) override {
+    const int64_t T = x.size(1);
+    auto [sin_pos, cos_pos] = rotary_sin_cos(rotary_rows(table_, T, base_), T);  // (T, D) each
+    if (rotary_impl(x.device()) != RotaryImpl::kFused) {  // fused rotates in fp32
+      sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
+      cos_pos = cos_pos.to(rotary_dtype(x));
+    }
+    return {{}, {sin_pos, cos_pos}};
+  }
+
+  // The (P, D) float32 table is computed in float64: the angles, their sines and cosines and the
+  // concatenation (P x D/2 x 8 bytes each, then P x D x 8) live at once with the float32 copy, about
+  // 24 P D bytes at the peak, 4 P D after.
+  std::vector<TableSize> tables() const override {
+    return {{"model.max_position_embeddings", 0.0, 24.0 * static_cast<double>(rows_) * static_cast<double>(head_dim_)}};
+  }
+
+ private:
+  int64_t rows_, head_dim_;
+  double base_;
+  bool rotate_values_;
+  torch::Tensor table_;  // (P, D) sin|cos, the buffer embed_positions.weight
+};
+
+}  // namespace
+
+std::shared_ptr<PositionScheme> make_rotary_positions(const RoFormerOptions& options) {
+  return std::make_shared<RotaryPositions>(options);
 }
 
 }  // namespace roformer::model

@@ -8,16 +8,30 @@
 //   x'_{2i+1} = x_{2i+1} cos(m theta_i) + x_{2i} sin(m theta_i)
 // computed element-wise as x * cos_pos + rotate_half(x) * sin_pos, where
 // rotate_half(x) = [-x1, x0, -x3, x2, ...] and sin_pos = [s0, s0, s1, s1, ...] (repeat-interleave).
+// As a position scheme (model.position: rotary, position.h): the table is the encoder's buffer
+// embed_positions.weight (HF's name; not trained); every layer rotates its q and k (and v with
+// model.rotary_value), in the form the kernel policy gives its device (model/kernel_policy.h), or its feature maps
+// under linear attention.
 #pragma once
 
 #include <torch/types.h>
 
+#include <memory>
 #include <utility>
 
 namespace roformer::model {
 
+class PositionScheme;
+struct RoFormerOptions;
+
 // The (P, D) sin|cos table above, float32, computed in double like HF's numpy code.
 torch::Tensor rotary_table(int64_t max_positions, int64_t head_dim, double base = 10000.0);
+
+// The table with at least seq_len rows: `table` itself when seq_len <= P, otherwise a (seq_len, D)
+// table built by the same formula (base: its rotary base), whose first P rows equal `table` bit for
+// bit. RoPE needs no learned rows, so a model trained at length T runs at any length (the buffer,
+// and so a checkpoint or export, keeps its P rows).
+torch::Tensor rotary_rows(const torch::Tensor& table, int64_t seq_len, double base);
 
 // (T, D) sin_pos and cos_pos for the first T rows of the table (each value repeated twice).
 std::pair<torch::Tensor, torch::Tensor> rotary_sin_cos(const torch::Tensor& table, int64_t seq_len);
@@ -46,5 +60,7 @@ torch::Tensor apply_rotary_fused(const torch::Tensor& x, const torch::Tensor& si
 // x'_m = R_m x_m. O(T D^2) memory and time; used only by tests and the benchmark.
 torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
 torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
+
+std::shared_ptr<PositionScheme> make_rotary_positions(const RoFormerOptions& options);
 
 }  // namespace roformer::model

@@ -61,20 +61,21 @@ class TempPrepared {
 
 // --seq-len: a learned absolute table (BERT's, DeBERTa-v1's input table, the enhanced mask decoder's)
 // has model.max_position_embeddings rows; rotary extends its table by the formula, relative buckets
-// cover any distance (the longest share the outermost bucket), and without positions any length runs.
-int64_t checked_seq_len(int64_t seq_len, const config::ModelConfig& m) {
+// cover any distance (the longest share the outermost bucket), and without positions any length runs
+// (model::PositionScheme::max_length).
+int64_t checked_seq_len(int64_t seq_len, const model::PositionScheme& positions) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
-  if (seq_len > m.max_position_embeddings && config::has_absolute_table(m))
+  if (const auto longest = positions.max_length(); longest && seq_len > *longest)
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
-                            seq_len, m.max_position_embeddings, m.max_position_embeddings));
+                            seq_len, *longest, *longest));
   return seq_len;
 }
 
 }  // namespace
 
-int run_eval(const EvalRequest& req) {
+void run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
@@ -92,7 +93,7 @@ int run_eval(const EvalRequest& req) {
   }
   config::Config cfg = ck.config;
   if (req.mask_prob > 0) cfg.eval.mask_prob = req.mask_prob;
-  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, cfg.model);
+  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, ck.model->positions());
   auto opts = data::eval_loader_options(cfg, req.batch_size);
   opts.pin_memory = device.is_cuda();
   const int64_t max_seq = req.max_sequences > 0 ? req.max_sequences : std::numeric_limits<int64_t>::max();
@@ -131,7 +132,6 @@ int run_eval(const EvalRequest& req) {
                           {"tokens_per_s", tokens_per_s}, {"seconds", r.seconds}};
     std::cout << rec.dump() << std::endl;
   }
-  return 0;
 }
 
 }  // namespace roformer::tools

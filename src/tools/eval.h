@@ -21,6 +21,7 @@ struct EvalRequest {
   bool json = false;               // also print one JSON record on stdout
 };
 
-int run_eval(const EvalRequest& request);
+// Prints the figures (and with --json one record); throws roformer::Error for user mistakes.
+void run_eval(const EvalRequest& request);
 
 }  // namespace roformer::tools

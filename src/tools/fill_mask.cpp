@@ -35,7 +35,7 @@ std::vector<int64_t> encode_with_masks(const data::Tokenizer& tok, const std::st
 
 }  // namespace
 
-int run_fill_mask(const FillMaskRequest& req) {
+void run_fill_mask(const FillMaskRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   std::vector<std::string> texts = req.texts;
@@ -89,7 +89,6 @@ int run_fill_mask(const FillMaskRequest& req) {
     if (req.json) std::cout << nlohmann::json({{"text", text}, {"masks", masks}}).dump() << "\n";
   }
   std::cout.flush();
-  return 0;
 }
 
 }  // namespace roformer::tools

@@ -21,6 +21,7 @@ struct MaskPrediction {
   double probability = 0;
 };
 
-int run_fill_mask(const FillMaskRequest& request);
+// Prints the predictions of every text; throws roformer::Error for user mistakes.
+void run_fill_mask(const FillMaskRequest& request);
 
 }  // namespace roformer::tools

@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json_read.h"
 #include "checkpoint/meta.h"
 #include "checkpoint/store.h"
 #include "train/metrics.h"
@@ -61,10 +62,12 @@ int run_inspect(const std::string& path, bool as_json) {
         std::cout << fmt::format("last eval     MLM accuracy {:.4f}, loss {:.4f}, perplexity {:.2f}\n", e->accuracy,
                                  e->loss, e->perplexity);
     }
-    if (!last_train.is_null())
-      std::cout << fmt::format("last train    step {}: loss {:.4f}, accuracy {:.4f}, lr {:.3e}\n",
-                               last_train.value("step", int64_t{0}), last_train.value("loss", 0.0),
-                               last_train.value("accuracy", 0.0), last_train.value("lr", 0.0));
+    if (!last_train.is_null()) {
+      const core::JsonReader r(last_train, (fs::path(dir) / files::kMetrics).string() + " (its last \"train\" record)",
+                               "fix or remove that line (it was edited by hand?)");
+      std::cout << fmt::format("last train    step {}: loss {:.4f}, accuracy {:.4f}, lr {:.3e}\n", r.integer("step", 0),
+                               r.number("loss", 0.0), r.number("accuracy", 0.0), r.number("lr", 0.0));
+    }
     if (meta.config) std::cout << "config:\n" << config::to_yaml(*meta.config);
   }
   return check.ok ? 0 : 1;

@@ -1,4 +1,5 @@
-// `roformer bench`: see bench.h. Every figure comes from whole steps of Trainer::train_step.
+// `roformer bench`: see bench.h. Every figure comes from whole steps of the TrainStep (train/step.h),
+// built with its device and batches and no run around it, under the kernel policy the flags set.
 //
 // Timing: tokens/s and ms/step are wall clock over whole steps, data loading included. On the CPU
 // every step ends with its host sync, so per-step times and the phase breakdown are exact. On CUDA
@@ -7,8 +8,8 @@
 // synchronize at every phase boundary (which itself costs a little) to time the phases.
 #include "train/bench.h"
 
-#include <ATen/Context.h>
 #include <ATen/DeviceAccelerator.h>
+#include <torch/torch.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -29,57 +30,44 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "dist/env.h"
 #include "model/flops.h"
-#include "train/trainer.h"
+#include "model/kernel_policy.h"
+#include "train/optimizer.h"
+#include "train/placement.h"
+#include "train/step.h"
+#include "train/synthetic.h"
+#include "train/training_data.h"
 
 namespace roformer::train {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Dense (no sparsity) peaks from NVIDIA's data sheets, by the name the driver reports: the H100's
-// three form factors differ (SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"),
-// the H200 SXM matches the H100 SXM (its gain is memory) and the H200 NVL the H100 NVL. fp32 is
-// the non-tensor-core FP32 rate (LibTorch keeps TF32 off for matmuls by default).
-double known_peak_tflops(const std::string& name, config::Precision precision) {
-  const bool half = precision != config::Precision::kFp32;
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("H100") || has("H200") || has("GH200")) {
-    if (has("PCIe")) return half ? 756.0 : 51.0;
-    if (has("NVL")) return half ? 835.0 : 60.0;
-    return half ? 989.0 : 67.0;  // SXM (H100 SXM5, H200 SXM, GH200)
-  }
-  if (has("A100")) return half ? 312.0 : 19.5;
-  return 0.0;
-}
-
 namespace {
-// Allows only one scaled-dot-product-attention kernel (process-wide LibTorch flags); "auto" leaves
-// LibTorch's choice.
-void restrict_attention_kernel(const std::string& kernel) {
-  if (kernel == "auto") return;
-  static const std::set<std::string> kKernels = {"flash", "cudnn", "efficient", "math"};
-  if (!kKernels.count(kernel))
-    throw Error(fmt::format("--attention-kernel must be auto, flash, cudnn, efficient or math, got '{}'", kernel));
-  auto& context = at::globalContext();
-  context.setSDPUseFlash(kernel == "flash");
-  context.setSDPUseCuDNN(kernel == "cudnn");
-  context.setSDPUseMemEfficient(kernel == "efficient");
-  context.setSDPUseMath(kernel == "math");
-}
+// What the bench measures: the training step with its device and batches, and no run around it.
+struct BenchedStep {
+  config::Config cfg;  // validated, train.param_dtype resolved for the device
+  std::unique_ptr<Placement> placement;
+  std::unique_ptr<BatchSource> batches;  // the config's prepared data, or synthetic batches
+  std::unique_ptr<TrainStep> step;
+
+  StepResult run(bool host_sync) { return step->run(*batches, host_sync); }
+  const c10::Device& device() const { return placement->device(); }
+};
 
 // Runs `steps` more training steps under the Kineto profiler (host ops and, on CUDA, kernels and
 // memory copies) and writes a Chrome trace to `path`. Outside the measured window: profiling slows
 // the host side, so it never touches the reported figures.
-void profile_steps(Trainer& trainer, int64_t steps, const std::string& path) {
+void profile_steps(BenchedStep& bench, int64_t steps, const std::string& path) {
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
   std::set<ActivityType> activities{ActivityType::CPU};
-  if (trainer.device().is_cuda()) activities.insert(ActivityType::CUDA);
+  if (bench.device().is_cuda()) activities.insert(ActivityType::CUDA);
   const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
   prof::prepareProfiler(config, activities);
   prof::enableProfiler(config, activities);
-  for (int64_t i = 0; i < steps; ++i) trainer.train_step(/*host_sync=*/i + 1 == steps);
-  core::synchronize(trainer.device());
+  for (int64_t i = 0; i < steps; ++i) bench.run(/*host_sync=*/i + 1 == steps);
+  core::synchronize(bench.device());
   auto result = prof::disableProfiler();
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
   result->save(path);
@@ -100,52 +88,72 @@ void check_bench_options(const TrainBenchOptions& o) {
   if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
-  if (o.rotary != "auto" && !model::rotary_impl_named(o.rotary))
-    throw Error(fmt::format("--rotary must be auto, elementwise, fused or matrix, got '{}'", o.rotary));
+  if (!model::rotary_impl_named(o.rotary))
+    throw Error(fmt::format("--rotary must be auto, elementwise or fused, got '{}'{}", o.rotary,
+                            o.rotary == "matrix" ? " (the naive rotation matrices are no path of the model: "
+                                                   "roformer_model_bench times them as the rotary op alone)"
+                                                 : ""));
+  if (!model::attention_kernel_named(o.attention_kernel))
+    throw Error(fmt::format("--attention-kernel must be auto, flash, cudnn, efficient or math, got '{}'",
+                            o.attention_kernel));
   if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");
   if (o.profile_steps < 1) throw Error(fmt::format("--profile-steps must be at least 1, got {}", o.profile_steps));
 }
 
-// A trainer for the config with the bench's variant, data (prepared or synthetic) and model ready.
-std::unique_ptr<Trainer> make_bench_trainer(const TrainBenchOptions& o) {
-  config::Config cfg = config::load_config(o.config_path, o.overrides);  // validated
+// The flags' alternatives as the process's kernel policy (checked by check_bench_options).
+model::KernelPolicy bench_kernel_policy(const TrainBenchOptions& o) {
+  model::KernelPolicy policy;
+  policy.rotary = *model::rotary_impl_named(o.rotary);
+  policy.fused_qkv = !o.separate_qkv;
+  policy.bias_in_gemm = !o.separate_bias_add;
+  policy.dense_head = o.dense_head;
+  policy.attention = *model::attention_kernel_named(o.attention_kernel);
+  return policy;
+}
+
+// The step for the config under the bench's kernel policy, its data (prepared or synthetic) ready.
+std::unique_ptr<BenchedStep> make_bench_step(const TrainBenchOptions& o) {
+  auto bench = std::make_unique<BenchedStep>();
+  config::Config& cfg = bench->cfg;
+  cfg = config::load_config(o.config_path, o.overrides);  // validated
   setup_logging(cfg.logging.level);
   if (o.synthetic && cfg.model.vocab_size == 0)
     throw Error("--synthetic needs model.vocab_size (there is no tokenizer to take it from): add "
                 "--set model.vocab_size=" + std::to_string(cfg.tokenizer.vocab_size));
-  const std::string run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
-
-  restrict_attention_kernel(o.attention_kernel);
-  Plan plan;
-  plan.cfg = std::move(cfg);
-  plan.config_origin = o.config_path;
-  plan.run_dir = run_dir;
-  plan.synthetic = o.synthetic;
-  plan.variant.auto_rotary = o.rotary == "auto";
-  if (!plan.variant.auto_rotary) plan.variant.kernels.rotary = *model::rotary_impl_named(o.rotary);
-  plan.variant.kernels.fused_qkv = !o.separate_qkv;
-  plan.variant.kernels.bias_in_gemm = !o.separate_bias_add;
-  plan.variant.dense_head = o.dense_head;
-  plan.sync_timings = o.breakdown;  // on CUDA (the CPU's phases end where they run)
-  return std::make_unique<Trainer>(std::move(plan));
+  model::set_kernel_policy(bench_kernel_policy(o));  // once, before any model is built
+  bench->placement = std::make_unique<Placement>(cfg, dist::DistEnv{});  // a single process
+  const bool cuda = bench->device().is_cuda();
+  if (o.synthetic) {
+    bench->batches = std::make_unique<SyntheticBatches>(cfg, cuda);
+  } else {  // prepared as `roformer train` prepares them, into the bench's own directory
+    Plan plan;
+    plan.cfg = cfg;
+    plan.config_origin = o.config_path;
+    plan.run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
+    bench->batches = std::make_unique<TrainingData>(plan, cuda, /*main_rank=*/true);
+  }
+  StepOptions step_options;
+  step_options.sync_timings = o.breakdown;  // on CUDA (the CPU's phases end where they run)
+  bench->step = std::make_unique<TrainStep>(cfg, bench->batches->vocab_size(), *bench->placement, step_options);
+  return bench;
 }
 
 // Warm-up steps, then the measured steps on the clock.
-Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
-  const bool cuda = trainer.device().is_cuda();
+Measurement measure_steps(BenchedStep& bench, const TrainBenchOptions& o) {
+  const bool cuda = bench.device().is_cuda();
   spdlog::info("bench: {} warm-up + {} measured steps on {} ({}{}, {} data)", o.warmup, o.steps,
-               trainer.device().str(), config::to_string(trainer.config().train.precision),
-               trainer.config().train.param_dtype == config::ParamDtype::kBf16 ? " with bf16 parameters" : "",
+               bench.device().str(), config::to_string(bench.cfg.train.precision),
+               bench.cfg.train.param_dtype == config::ParamDtype::kBf16 ? " with bf16 parameters" : "",
                o.synthetic ? "synthetic" : "prepared");
   // The peak counts the warm-up too: CUDA graphs allocate their memory while they are captured there
   // (a replay allocates nothing), so a peak of the measured steps alone would leave it out.
   if (cuda) {
-    core::synchronize(trainer.device());
-    at::accelerator::resetPeakStats(trainer.device().index());  // the device resolved with its index
+    core::synchronize(bench.device());
+    at::accelerator::resetPeakStats(bench.device().index());  // the device resolved with its index
   }
   // Warm-up steps as the measured ones (no read-back but the last), so CUDA graphs are captured here.
-  for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step(/*host_sync=*/i + 1 == o.warmup);
-  if (cuda) core::synchronize(trainer.device());
+  for (int64_t i = 0; i < o.warmup; ++i) bench.run(/*host_sync=*/i + 1 == o.warmup);
+  if (cuda) core::synchronize(bench.device());
 
   using Clock = std::chrono::steady_clock;
   Measurement m;
@@ -154,7 +162,7 @@ Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
     const auto t0 = Clock::now();
     // The last step reads its values back, so a non-finite run is reported and the clock stops
     // after the device is done.
-    m.last = trainer.train_step(/*host_sync=*/i + 1 == o.steps);
+    m.last = bench.run(/*host_sync=*/i + 1 == o.steps);
     m.min_step = std::min(m.min_step, std::chrono::duration<double>(Clock::now() - t0).count());
     m.tokens += m.last.tokens;
     m.n_pred += m.last.n_pred;
@@ -163,7 +171,7 @@ Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
     m.phases.backward += m.last.timings.backward;
     m.phases.optimizer += m.last.timings.optimizer;
   }
-  if (cuda) core::synchronize(trainer.device());
+  if (cuda) core::synchronize(bench.device());
   m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!m.last.finite)
     throw Error(fmt::format("bench: non-finite loss ({}) or gradient norm ({})", m.last.loss, m.last.grad_norm));
@@ -172,9 +180,9 @@ Measurement measure_steps(Trainer& trainer, const TrainBenchOptions& o) {
 
 // Peak memory over the warm-up and measured steps: the CUDA allocator's peak, or the process's peak
 // RSS on the CPU.
-std::pair<int64_t, std::string> peak_memory(const Trainer& trainer) {
-  if (trainer.device().is_cuda()) {
-    const int64_t bytes = at::accelerator::getDeviceStats(trainer.device().index())
+std::pair<int64_t, std::string> peak_memory(const BenchedStep& bench) {
+  if (bench.device().is_cuda()) {
+    const int64_t bytes = at::accelerator::getDeviceStats(bench.device().index())
                               .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
                               .peak;
     return {bytes, "CUDA allocator peak allocated"};
@@ -186,67 +194,69 @@ std::pair<int64_t, std::string> peak_memory(const Trainer& trainer) {
 
 // The attention kernel of the measured batches: q/k/v in the autocast dtype, padded only with
 // per-document packing of real data (the loader leaves full and synthetic batches unpadded).
-std::string attention_kernel_used(Trainer& trainer, const TrainBenchOptions& o) {
-  const auto& c = trainer.config();
+std::string attention_kernel_used(BenchedStep& bench, const TrainBenchOptions& o) {
+  const auto& c = bench.cfg;
   const auto qkv_dtype = c.train.precision == config::Precision::kBf16   ? torch::kBFloat16
                          : c.train.precision == config::Precision::kFp16 ? torch::kHalf
                                                                          : torch::kFloat32;
-  std::string attention = trainer.model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, false);
+  std::string attention = bench.step->model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, false);
   if (!o.synthetic && c.data.packing == "document")
     attention += " (padded batches: " +
-                 trainer.model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, true) + ")";
+                 bench.step->model()->attention_backend(c.train.batch_size, c.data.max_seq_len, qkv_dtype, true) + ")";
   return attention;
 }
 
 // What was measured: device, precision, the step's variant and its shape.
-json settings_record(Trainer& trainer, const TrainBenchOptions& o) {
-  const auto& c = trainer.config();
-  const bool cuda = trainer.device().is_cuda();
-  return {{"device", trainer.device().str()},
+json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
+  const auto& c = bench.cfg;
+  const bool cuda = bench.device().is_cuda();
+  const model::KernelPolicy& policy = model::kernel_policy();
+  return {{"device", bench.device().str()},
           {"precision", config::to_string(c.train.precision)},
           {"param_dtype", config::to_string(c.train.param_dtype)},
           {"data", o.synthetic ? "synthetic" : "prepared"},
-          {"rotary", model::to_string(trainer.model()->options().kernels().rotary)},
-          {"qkv", o.separate_qkv || !cuda ? "separate" : "fused"},
-          {"bias", o.separate_bias_add || !cuda ? "separate add" : "in GEMM"},
-          {"head", o.dense_head ? "dense" : "sparse"},
-          {"fused_adamw", trainer.uses_fused_adamw()},
-          {"cuda_graph", trainer.cuda_graphs() != nullptr},
-          {"attention_backend", attention_kernel_used(trainer, o)},
+          {"rotary", model::to_string(model::rotary_impl(bench.device()))},
+          {"qkv", policy.fused_qkv && cuda ? "fused" : "separate"},
+          {"bias", policy.bias_in_gemm && cuda ? "in GEMM" : "separate add"},
+          {"head", policy.dense_head ? "dense" : "sparse"},
+          {"fused_adamw", bench.step->optimizer().fused()},
+          {"cuda_graph", bench.step->cuda_graphs() != nullptr},
+          {"attention_backend", attention_kernel_used(bench, o)},
           {"num_threads", cuda ? 0 : static_cast<int64_t>(torch::get_num_threads())},
           {"batch_size", c.train.batch_size},
           {"grad_accum", c.train.grad_accum},
           {"seq_len", c.data.max_seq_len},
-          {"num_parameters", trainer.model()->num_parameters()},
+          {"num_parameters", bench.step->model()->num_parameters()},
           {"warmup", o.warmup},
           {"steps", o.steps}};
 }
 
 // The record of `--json` (and the figures of the table). Sets *peak_source to where the peak
 // TFLOP/s came from (empty when none is known).
-json build_record(Trainer& trainer, const TrainBenchOptions& o, const Measurement& m, std::string* peak_source) {
-  const auto& c = trainer.config();
-  const bool cuda = trainer.device().is_cuda();
+json build_record(BenchedStep& bench, const TrainBenchOptions& o, const Measurement& m, std::string* peak_source) {
+  const auto& c = bench.cfg;
+  const bool cuda = bench.device().is_cuda();
   const int64_t sequences = c.train.batch_size * c.train.grad_accum;
   const double mean_pred = static_cast<double>(m.n_pred) / static_cast<double>(o.steps);
   // The dense head runs the decoder at every position: count it at B*T rows.
-  const double flops = model::mlm_train_flops_per_step(
-      trainer.model()->options(), sequences, c.data.max_seq_len,
-      o.dense_head ? sequences * c.data.max_seq_len : static_cast<int64_t>(std::llround(mean_pred)));
+  const int64_t head_rows = model::kernel_policy().dense_head ? sequences * c.data.max_seq_len
+                                                              : static_cast<int64_t>(std::llround(mean_pred));
+  const double flops =
+      model::mlm_train_flops_per_step(bench.step->model()->options(), sequences, c.data.max_seq_len, head_rows);
   const double step_s = m.seconds / static_cast<double>(o.steps);
   const double tflops = flops / step_s / 1e12;
-  const std::string device_name = core::device_name(trainer.device());  // the device used, not device 0
+  const std::string device_name = core::device_name(bench.device());  // the device used, not device 0
   double peak = o.peak_tflops;
   *peak_source = peak > 0 ? "--peak-tflops" : "";
   if (peak <= 0 && cuda) {
-    peak = known_peak_tflops(device_name, c.train.precision);
+    peak = core::known_peak_tflops(device_name, c.train.precision);
     if (peak > 0) *peak_source = "known peak of " + device_name;
   }
-  const auto [peak_bytes, memory_kind] = peak_memory(trainer);
+  const auto [peak_bytes, memory_kind] = peak_memory(bench);
   // Per-step times (min, phase breakdown) are exact only when every step ends synchronized.
   const bool per_step_valid = !cuda || o.breakdown;
 
-  json rec = settings_record(trainer, o);
+  json rec = settings_record(bench, o);
   rec.update({{"device_name", device_name},
               {"seconds", m.seconds},
               {"tokens", m.tokens},
@@ -318,19 +328,17 @@ void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const s
 
 }  // namespace
 
-int run_train_benchmark(const TrainBenchOptions& o) {
+void run_train_benchmark(const TrainBenchOptions& o) {
   check_bench_options(o);
-  const auto trainer = make_bench_trainer(o);
-  const Measurement m = measure_steps(*trainer, o);
+  const auto bench = make_bench_step(o);
+  const Measurement m = measure_steps(*bench, o);
   std::string peak_source;
-  const json rec = build_record(*trainer, o, m, &peak_source);
-  if (!o.profile.empty()) profile_steps(*trainer, o.profile_steps, o.profile);
-  if (o.json) {
+  const json rec = build_record(*bench, o, m, &peak_source);
+  if (!o.profile.empty()) profile_steps(*bench, o.profile_steps, o.profile);
+  if (o.json)
     std::cout << rec.dump() << std::endl;
-    return 0;
-  }
-  print_table(rec, o, trainer->device().is_cuda(), peak_source);
-  return 0;
+  else
+    print_table(rec, o, bench->device().is_cuda(), peak_source);
 }
 
 }  // namespace roformer::train

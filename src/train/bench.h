@@ -1,5 +1,5 @@
-// `roformer bench -c CONFIG`: training throughput of the real training step (the same
-// Trainer::train_step as `roformer train`) on the config's data or on synthetic batches. Reports
+// `roformer bench -c CONFIG`: training throughput of the real training step (the same TrainStep as
+// `roformer train`, train/step.h) on the config's data or on synthetic batches. Reports
 // tokens/s, ms/step with a per-phase breakdown, model FLOPs per step, achieved TFLOP/s, MFU and
 // peak memory. A program that prints figures, never a test with a time limit.
 #pragma once
@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "core/config.h"
 
 namespace roformer::train {
 
@@ -21,21 +19,18 @@ struct TrainBenchOptions {
   bool json = false;                      // one JSON record on stdout instead of the table
   double peak_tflops = 0;                 // 0: known peak of the device for the precision, if any
   bool synthetic = false;                 // random batches (model.vocab_size must be set)
-  std::string rotary = "auto";            // auto | elementwise | fused | matrix
+  // The kernel policy's alternatives (model/kernel_policy.h), set once before the step is built:
+  std::string rotary = "auto";            // auto | elementwise | fused
   bool separate_qkv = false;              // CUDA: three QKV GEMMs instead of one
   bool separate_bias_add = false;         // CUDA: Linear as matmul + `+= bias` (nn::Linear::forward)
   std::string attention_kernel = "auto";  // auto (LibTorch's choice) | flash | cudnn | efficient | math
-  bool dense_head = false;
+  bool dense_head = false;                // the MLM head on all B*T positions
   bool breakdown = false;                 // CUDA: synchronize between phases to time them
   std::string profile;                    // after measuring: a Kineto trace of profile_steps steps here
   int64_t profile_steps = 3;
 };
 
-// Throws roformer::Error for user mistakes. Returns the process exit code.
-int run_train_benchmark(const TrainBenchOptions& options);
-
-// Peak dense TFLOP/s of a device for a precision (bf16/fp16 tensor cores, or fp32 without TF32),
-// from its name (e.g. "NVIDIA H100 80GB HBM3"); 0 when unknown.
-double known_peak_tflops(const std::string& device_name, config::Precision precision);
+// Prints the figures; throws roformer::Error for user mistakes.
+void run_train_benchmark(const TrainBenchOptions& options);
 
 }  // namespace roformer::train

@@ -3,7 +3,6 @@
 #include "train/init_from.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <vector>
@@ -12,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file.h"
+#include "core/json_read.h"
 #include "core/safetensors.h"
 #include "data/tokenizer.h"
-#include "model/hf_names.h"
+#include "hf/family.h"
 #include "model/roformer.h"
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
@@ -31,80 +32,6 @@ namespace {
 constexpr const char* kExportKind = "Hugging Face export";
 constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
 
-// A DebertaV2Config's disentangled-attention settings into ours (`roformer export` writes them all);
-// what roformer does not compute is refused by name.
-void deberta_settings(const json& j, const std::string& file, config::ModelConfig& m) {
-  auto refuse = [&](const std::string& what) {
-    throw Error(fmt::format("--init-from: {} has {}, which roformer's disentangled attention does not compute; "
-                            "--init-from takes DebertaV2 exports of `roformer export`", file, what));
-  };
-  if (!j.value("relative_attention", false)) refuse("relative_attention false (no relative positions)");
-  if (j.value("norm_rel_ebd", std::string("none")) != "layer_norm")
-    refuse("norm_rel_ebd " + j.value("norm_rel_ebd", json("none")).dump() + " (roformer normalizes the relative "
-           "embeddings: layer_norm)");
-  if (!j.value("legacy", true)) refuse("legacy false (the lm_predictions head; roformer has the cls.predictions one)");
-  if (j.value("conv_kernel_size", 0) > 0) refuse("conv_kernel_size > 0 (a convolution after the first layer)");
-  if (j.value("embedding_size", m.hidden_size) != m.hidden_size) refuse("embedding_size != hidden_size");
-  m.position = config::Position::kDisentangled;
-  m.position_buckets = std::max<int64_t>(0, j.value("position_buckets", int64_t{-1}));             // HF: <= 0, none
-  m.max_relative_positions = std::max<int64_t>(0, j.value("max_relative_positions", int64_t{-1}));  // HF: < 1, max_pos
-  std::string terms;  // a list ["c2p", "p2c"], or the older "p2c|c2p" string
-  if (j.contains("pos_att_type") && j.at("pos_att_type").is_array())
-    for (const auto& t : j.at("pos_att_type")) terms += t.get<std::string>() + "|";
-  else
-    terms = j.value("pos_att_type", std::string());
-  const bool c2p = terms.find("c2p") != std::string::npos, p2c = terms.find("p2c") != std::string::npos;
-  if (!c2p && !p2c) refuse("pos_att_type without c2p or p2c (no relative term)");
-  m.pos_att_type = c2p && p2c ? config::RelativeTerms::kBoth : c2p ? config::RelativeTerms::kC2P : config::RelativeTerms::kP2C;
-  m.share_att_key = j.value("share_att_key", false);                  // DebertaV2's defaults
-  m.position_biased_input = j.value("position_biased_input", true);
-}
-
-// config.json of `roformer export --format hf` (a RoFormerConfig, a BertConfig for a model with
-// learned absolute positions, a DebertaV2Config for disentangled attention) -> our model section.
-// Hugging Face's RoFormer, BERT and DeBERTa are post-LayerNorm softmax attention; RoFormer's rotary
-// base is 10000, always; BERT has no E->H projection.
-config::ModelConfig architecture_from_hf(const json& j, const std::string& file) {
-  auto get = [&](const char* key) -> const json& {
-    if (!j.contains(key))
-      throw Error(fmt::format("--init-from: {} has no \"{}\"; it is not a config written by `roformer export "
-                              "--format hf`", file, key));
-    return j.at(key);
-  };
-  const json& type = get("model_type");
-  if (type != "roformer" && type != "bert" && type != "deberta-v2")
-    throw Error(fmt::format("--init-from: {} describes a {} model; --init-from takes RoFormer exports (and BERT "
-                            "exports of models with learned absolute positions, DebertaV2 ones of disentangled "
-                            "attention) only", file, type.dump()));
-  const bool bert = type == "bert", deberta = type == "deberta-v2";
-  if (bert && j.value("position_embedding_type", std::string("absolute")) != "absolute")
-    throw Error(fmt::format("--init-from: {} has position_embedding_type {}; roformer's BERT-style models have "
-                            "learned absolute positions only", file, j.at("position_embedding_type").dump()));
-  config::ModelConfig m;
-  m.vocab_size = get("vocab_size").get<int64_t>();
-  m.hidden_size = get("hidden_size").get<int64_t>();
-  m.num_layers = get("num_hidden_layers").get<int64_t>();
-  m.num_heads = get("num_attention_heads").get<int64_t>();
-  m.intermediate_size = get("intermediate_size").get<int64_t>();
-  m.embedding_size = bert || deberta ? m.hidden_size : j.value("embedding_size", m.hidden_size);
-  m.max_position_embeddings = get("max_position_embeddings").get<int64_t>();
-  m.type_vocab_size = get("type_vocab_size").get<int64_t>();
-  m.layer_norm_eps = get("layer_norm_eps").get<double>();
-  m.rotary_value = type == "roformer" && j.value("rotary_value", false);
-  m.position = bert ? config::Position::kAbsolute : config::Position::kRotary;
-  if (deberta) deberta_settings(j, file, m);
-  const std::string act = get("hidden_act").get<std::string>();
-  if (act == "gelu") m.hidden_act = config::Activation::kGelu;
-  else if (act == "gelu_pytorch_tanh" || act == "gelu_new") m.hidden_act = config::Activation::kGeluTanh;
-  else if (act == "relu") m.hidden_act = config::Activation::kRelu;
-  else throw Error(fmt::format("--init-from: {} has hidden_act \"{}\", which roformer does not implement (gelu, "
-                               "gelu_pytorch_tanh, relu)", file, act));
-  m.norm = config::Norm::kPost;
-  m.attention = config::Attention::kSoftmax;
-  m.rotary_base = 10000.0;
-  return m;
-}
-
 InitSource export_source(const fs::path& dir) {
   InitSource s;
   s.dir = dir.string();
@@ -116,14 +43,11 @@ InitSource export_source(const fs::path& dir) {
                             "next to the weights; the weights are only usable with the tokenizer they were trained "
                             "with", s.dir));
   const std::string file = (dir / "config.json").string();
-  json j;
-  try {
-    std::ifstream in(file);
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("--init-from: {} is not valid JSON ({})", file, e.what()));
-  }
-  s.architecture = architecture_from_hf(j, file);
+  const json config = core::parse_json(core::read_file(file, "config.json"), "--init-from: " + file,
+                                       "export the checkpoint again");
+  const auto exported = hf::read_config_json(config, file);
+  s.family = exported.family;
+  s.architecture = exported.model;
   s.vocab_size = s.architecture.vocab_size;
   const auto pieces = data::Tokenizer::load(s.tokenizer_model).vocab_size();
   if (pieces != s.vocab_size)
@@ -169,13 +93,8 @@ void check_init_architecture(const InitSource& source, const config::Config& con
   const std::set<std::string> new_runs_choice = {"model.vocab_size", "model.hidden_dropout", "model.attention_dropout",
                                                  "model.initializer_range", "model.gradient_checkpointing"};
   config::Config ours, theirs;
-  ours.model = config.model;
-  theirs.model = source.architecture;
-  for (auto* c : {&ours, &theirs}) {
-    c->model.embedding_size = config::effective_embedding_size(c->model);  // 0 means H
-    if (c->model.position == config::Position::kDisentangled)  // 0 means max_position_embeddings
-      c->model.max_relative_positions = config::effective_max_relative_positions(c->model);
-  }
+  ours.model = config::with_effective_sizes(config.model);  // a 0 that means another key's value
+  theirs.model = config::with_effective_sizes(source.architecture);
   for (const auto& change : config::diff(ours, theirs)) {
     const auto& [key, a, b] = change;
     if (new_runs_choice.count(key)) continue;
@@ -214,11 +133,10 @@ std::string adopt_init_tokenizer(const InitSource& source, const config::Config&
 
 void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model) {
   auto tensors = core::load_safetensors(source.weights);
-  const auto family = model::hf_family(source.architecture);
-  if (source.kind == kExportKind && family) {
-    // An export names the tensors as its Hugging Face class does (bert., deberta. and its *_proj).
+  if (source.family) {
+    // An export names the tensors as its Hugging Face family does (bert., deberta. and its *_proj).
     std::map<std::string, torch::Tensor> renamed;
-    for (auto& [name, t] : tensors) renamed.emplace(model::from_hf_name(name, *family), std::move(t));
+    for (auto& [name, t] : tensors) renamed.emplace(source.family->from_hf_name(name), std::move(t));
     tensors = std::move(renamed);
   }
   if (model.options().model().type_vocab_size == 0) {

@@ -16,6 +16,9 @@
 namespace roformer::model {
 class RoFormerForMaskedLMImpl;
 }
+namespace roformer::hf {
+class Family;
+}
 
 namespace roformer::train {
 
@@ -26,6 +29,7 @@ struct InitSource {
   std::string tokenizer_model;       // the SentencePiece model the weights were trained with
   config::ModelConfig architecture;  // the model the weights belong to (dropout etc. left at defaults)
   int64_t vocab_size = 0;            // rows of the word embedding
+  const hf::Family* family = nullptr;  // an export's Hugging Face family (its tensors' names); null: a checkpoint
 };
 
 // Throws roformer::Error when `path` does not exist, is neither an export nor a checkpoint, is a

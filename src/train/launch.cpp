@@ -1,4 +1,4 @@
-// `roformer train` from the command line to a Trainer: the config (given, or the checkpoint's), the
+// `roformer train` from the command line to a TrainingRun: the config (given, or the checkpoint's), the
 // run directory and its lock, the checkpoint to resume from (docs/training.md "Run directories")
 // and the --init-from source, each worked out once and checked before anything is written.
 #include <filesystem>
@@ -19,8 +19,8 @@
 #include "core/logging.h"
 #include "dist/env.h"
 #include "train/init_from.h"
-#include "train/trainer.h"
 #include "train/launch.h"
+#include "train/training_run.h"
 
 namespace roformer::train {
 namespace files = checkpoint::files;
@@ -105,7 +105,6 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
   Plan plan;
   plan.env = dist::detect_dist_env();
   plan.faults = core::Faults::from_environment();
-  plan.writes_run = true;
   const bool main_process = plan.env.rank == 0;
   set_log_rank(plan.env.rank);  // other ranks: warnings and errors only, from here on
   Launch l = read_request(request);
@@ -140,10 +139,10 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
 
 }  // namespace
 
-int run_training(const TrainRequest& request) {
+void run_training(const TrainRequest& request) {
   std::optional<checkpoint::RunDirLock> lock;
-  Trainer trainer(plan_run(request, lock));
-  return trainer.run();
+  TrainingRun run(plan_run(request, lock));
+  run.run();
 }
 
 }  // namespace roformer::train

@@ -1,5 +1,5 @@
 // `roformer train` as the command line asks for it. Kept free of LibTorch includes so the CLI
-// compiles quickly; launch.cpp works the request out, the Trainer (trainer.h) runs it.
+// compiles quickly; launch.cpp works the request out, the TrainingRun (training_run.h) runs it.
 #pragma once
 
 #include <string>
@@ -16,8 +16,8 @@ struct TrainRequest {
   std::string init_from;                // a new run from these weights and tokenizer (train/init_from.h)
 };
 
-// Runs (or resumes) a training run to completion, or until SIGINT/SIGTERM (then saves). Returns 0;
-// throws roformer::Error for what stops a run (a user mistake, a failed write, a non-finite loss).
-int run_training(const TrainRequest& request);
+// Runs (or resumes) a training run to completion, or until SIGINT/SIGTERM (then saves); throws
+// roformer::Error for what stops a run (a user mistake, a failed write, a non-finite loss).
+void run_training(const TrainRequest& request);
 
 }  // namespace roformer::train

@@ -3,11 +3,14 @@
 // figure and the key to change instead of ending in std::bad_alloc or an abort inside LibTorch.
 //
 // Estimate (bytes):
-//   parameters, gradients and the two AdamW moments: 16 x P (fp32), P counted from the config;
-//   20 x P with train.param_dtype bf16 (the bf16 copy and its gradients on top of the fp32 masters)
+//   parameters, gradients and the two AdamW moments: 16 x P (fp32), P counted from the config
+//   (model/size.h, the position scheme's tables included); 20 x P with train.param_dtype bf16 (the
+//   bf16 copy and its gradients on top of the fp32 masters)
+//   buffers: the position scheme's (the rotary table, at its peak while computed in float64)
 //   activations kept for backward, per token and layer: N*T attention probabilities + 4H + I
-//   values (2 bytes under bf16/fp16 autocast, 4 in fp32), over B x T tokens of one micro-batch
-//   (with gradient checkpointing: one layer's worth plus H per token per layer).
+//   values, plus the scheme's own (disentangled: its N*T score bias), 2 bytes each under bf16/fp16
+//   autocast, 4 in fp32, over B x T tokens of one micro-batch (with gradient checkpointing: one
+//   layer's worth plus H per token per layer).
 // It leaves out temporaries and allocator overhead on purpose: a run refused by it cannot fit.
 #pragma once
 
@@ -21,9 +24,10 @@ namespace roformer::train {
 struct MemoryEstimate {
   double parameters = 0;        // P
   double parameter_bytes = 0;   // parameters, gradients, AdamW moments
+  double buffer_bytes = 0;      // the position scheme's buffers
   double activation_bytes = 0;  // one micro-batch
   std::string largest_key;      // the config key behind the largest term
-  double total() const { return parameter_bytes + activation_bytes; }
+  double total() const { return parameter_bytes + buffer_bytes + activation_bytes; }
 };
 
 MemoryEstimate estimate_training_memory(const config::Config& config, int64_t vocab_size);

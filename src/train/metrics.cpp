@@ -30,7 +30,8 @@ nlohmann::json last_metrics_record(const std::string& path, const std::string& t
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (rec.is_object() && rec.value("type", "") == type) last = std::move(rec);
+    const auto it = rec.is_object() ? rec.find("type") : rec.end();
+    if (it != rec.end() && it->is_string() && *it == type) last = std::move(rec);
   }
   return last;
 }

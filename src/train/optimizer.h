@@ -1,4 +1,4 @@
-// AdamW as the trainer runs it, one component owning the optimizer's state and its three choices:
+// AdamW as the training step runs it, one component owning the optimizer's state and its three choices:
 //
 // - Decoupled weight decay in two parameter groups: the model's decay_parameters (Linear weights,
 //   optionally the embeddings) and the rest (biases, LayerNorm) without decay.

@@ -1,5 +1,5 @@
 // StepGraphs; see step_graphs.h. The CUDA part is compiled where CMake found a CUDA LibTorch
-// (ROFORMER_WITH_CUDA); elsewhere supported() is false and the trainer never constructs one.
+// (ROFORMER_WITH_CUDA); elsewhere supported() is false and the step never constructs one.
 #include "train/step_graphs.h"
 
 #include <spdlog/spdlog.h>

@@ -1,7 +1,7 @@
 // CUDA graphs of the training step (train.cuda_graph): the host launches about a thousand kernels
 // per step, and between them the GPU waits. A captured graph replays the same kernels with one launch.
 //
-// Two regions are captured, each by the trainer's own eager code run once under capture:
+// Two regions are captured, each by the step's own eager code (train/step.h) run once under capture:
 // - a micro-batch's forward, loss, backward and gradient accumulation, one graph per batch shape
 //   (B, T, predicted positions, padding, the step's predicted count that normalizes the loss). The
 //   batch is copied into that shape's device buffers before each replay;

@@ -1,16 +1,35 @@
-// Synthetic MLM batches for `roformer bench --synthetic`: the loader's batch shape and masking
-// statistics without a tokenizer or corpus; see train/synthetic.h.
+// Synthetic MLM batches for `roformer bench --synthetic` and the step tests: the loader's batch
+// shape and masking statistics without a tokenizer or corpus; see train/synthetic.h.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "data/tokenizer.h"
 #include "train/synthetic.h"
 
 namespace roformer::train {
 
-SyntheticBatches::SyntheticBatches(int64_t vocab_size, const data::LoaderOptions& options)
-    : vocab_size_(vocab_size), options_(options), rng_(static_cast<uint64_t>(options.seed)) {}
+namespace {
+
+data::LoaderOptions synthetic_loader_options(const config::Config& cfg, bool pin_memory) {
+  auto o = data::loader_options_from_config(cfg, cfg.train.batch_size);
+  o.seed = cfg.train.seed;
+  o.pin_memory = pin_memory;
+  return o;
+}
+
+}  // namespace
+
+SyntheticBatches::SyntheticBatches(const config::Config& cfg, bool pin_memory)
+    : vocab_size_(cfg.model.vocab_size), options_(synthetic_loader_options(cfg, pin_memory)),
+      rng_(static_cast<uint64_t>(options_.seed)) {
+  if (vocab_size_ < data::Tokenizer::kNumSpecial + 1)
+    throw Error(fmt::format("synthetic data needs model.vocab_size of at least 6 (5 special tokens + 1), got {}; "
+                            "e.g. --set model.vocab_size=8000", vocab_size_));
+}
 
 data::Batch SyntheticBatches::next() {
   const int64_t B = options_.batch_size, T = options_.max_seq_len, content = T - 2;

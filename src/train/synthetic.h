@@ -6,15 +6,21 @@
 
 #include <cstdint>
 
+#include "core/config.h"
 #include "core/random.h"
 #include "data/loader.h"
+#include "train/batch_source.h"
 
 namespace roformer::train {
 
-class SyntheticBatches {
+class SyntheticBatches : public BatchSource {
  public:
-  SyntheticBatches(int64_t vocab_size, const data::LoaderOptions& options);
-  data::Batch next();
+  // Batches of the config's shape and masking (data.*, masking.*, train.batch_size, train.seed) over
+  // model.vocab_size ids; pin_memory for a CUDA step. Throws roformer::Error when model.vocab_size
+  // leaves no ordinary id (it is 0: taken from a tokenizer there is none of).
+  SyntheticBatches(const config::Config& cfg, bool pin_memory);
+  data::Batch next() override;
+  int64_t vocab_size() const override { return vocab_size_; }
 
  private:
   int64_t vocab_size_;

@@ -50,7 +50,9 @@ bool is_hparam(const std::string& key) {
 std::vector<tensorboard::Scalar> tensorboard_scalars(const nlohmann::json& record) {
   std::vector<tensorboard::Scalar> out;
   if (!record.is_object()) return out;
-  const std::string type = record.value("type", "");
+  // A record edited by hand is read as far as it can be: a field of another type is left out.
+  const auto it_type = record.find("type");
+  const std::string type = it_type != record.end() && it_type->is_string() ? it_type->get<std::string>() : "";
   for (const auto& t : kTags) {
     if (type != t.type) continue;
     const auto it = record.find(t.field);

@@ -1,11 +1,10 @@
-// Trainer::run: the loop that calls train_step (train_step.cpp) and does what the Cadence says is
+// TrainingRun::run: the loop that calls the TrainStep (train/step.h) and does what the Cadence says is
 // due at each step: the progress line, metrics records (metrics.jsonl, TensorBoard), evaluation,
 // checkpoints, the stop at a signal; and what ends a run early with an error saying how to go on
 // (a non-finite step, a failed write).
 #include <chrono>
 #include <filesystem>
 #include <optional>
-#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,13 +19,11 @@
 #include "dist/collectives.h"
 #include "dist/process_group.h"
 #include "model/flops.h"
-#include "train/bench.h"
 #include "train/cadence.h"
 #include "train/metrics_window.h"
 #include "train/progress.h"
-#include "train/schedule.h"
 #include "train/signals.h"
-#include "train/trainer.h"
+#include "train/training_run.h"
 #include "train/training_data.h"
 
 namespace roformer::train {
@@ -36,14 +33,15 @@ using nlohmann::json;
 // Data parallel: each rank evaluates every W-th batch of the fixed validation set and the sums are
 // all-reduced, so the figures are those of the whole set (as a single process computes them, up to
 // float64 rounding of the loss sum) in 1/W of the time.
-void Trainer::run_eval() {
+void TrainingRun::run_eval() {
   const auto& batches = data_->eval_batches();
   if (batches.empty()) return;
-  const EvalResult r = sum_over_ranks(*group_, evaluate_mlm(compute_, dist::rank_share(*group_, batches), device_,
-                                                            config::autocast_precision(plan_.cfg)));
-  loop_.last_eval = r;  // seconds: this rank's wall time
+  dist::ProcessGroup& group = placement_.group();
+  const EvalResult r = sum_over_ranks(group, evaluate_mlm(step_->compute_model(), dist::rank_share(group, batches),
+                                                          placement_.device(), config::autocast_precision(plan_.cfg)));
+  last_eval_ = r;  // seconds: this rank's wall time
   if (!main_rank()) return;
-  const int64_t step = loop_.step;
+  const int64_t step = step_->steps_done();
   if (r.n_predicted == 0) {  // metrics over no predictions are no result: none is recorded
     spdlog::warn("eval step {}: no position was chosen for prediction in {} validation sequences (eval.mask_prob {}); "
                  "nothing to measure, no eval record written: raise eval.mask_prob or eval.max_sequences",
@@ -61,9 +59,9 @@ void Trainer::run_eval() {
 // A non-finite loss or gradient norm ends the run without saving: weights that already gave one
 // (or were blown up by a huge learning rate) would fail again on resume. The advice names a
 // checkpoint from before the failure. last_synced: the last step whose values were read back.
-void Trainer::check_finite(const StepResult& r, int64_t last_synced) const {
+void TrainingRun::check_finite(const StepResult& r, int64_t before, int64_t last_synced) const {
   if (r.finite || r.skipped) return;
-  const int64_t step = loop_.step;
+  const int64_t step = before;
   if (r.nonfinite_earlier)  // set by an unsynced step after last_synced, which started from its state
     throw Error(fmt::format("non-finite loss or gradient norm between steps {} and {} (found at step {}; updates "
                             "stopped at the first one). {}", last_synced + 1, step + 1, step + 1,
@@ -74,21 +72,21 @@ void Trainer::check_finite(const StepResult& r, int64_t last_synced) const {
 
 // The logging step: the log line (window means) and the metrics record (fp16: the loss scale;
 // MFU where the device's peak is known).
-void Trainer::log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress) {
-  const int64_t step = loop_.step;
-  const ProgressStats ps = window.close(step, plan_.cfg.train.steps, schedule_->lr(step - 1));
+void TrainingRun::log_step(const StepResult& r, MetricsWindow& window, ProgressReporter& progress) {
+  const int64_t step = step_->steps_done();
+  const ProgressStats ps = window.close(step, plan_.cfg.train.steps, step_->learning_rate(step - 1));
   progress.log_line(ps);
   if (!main_rank()) return;
   json rec = {{"type", "train"}, {"step", step}, {"loss", r.loss}, {"loss_avg", ps.loss},
               {"accuracy", r.accuracy}, {"lr", ps.lr}, {"grad_norm", r.grad_norm},
-              {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step}, {"tokens_seen", loop_.tokens_seen},
+              {"tokens_per_s", ps.tokens_per_s}, {"ms_per_step", ps.ms_per_step}, {"tokens_seen", step_->tokens_seen()},
               {"data_wait_s", r.timings.data}};
-  if (scaler_.dynamic()) rec["loss_scale"] = scaler_.scale();
+  if (step_->scaler().dynamic()) rec["loss_scale"] = step_->scaler().scale();
   if (const auto mfu = model_flops_utilization(r.n_pred, ps.ms_per_step)) rec["mfu"] = *mfu;
   record(rec);
 }
 
-void Trainer::record(const json& rec) {
+void TrainingRun::record(const json& rec) {
   try {
     metrics_.write(rec);
   } catch (const Error& e) {
@@ -97,8 +95,8 @@ void Trainer::record(const json& rec) {
   if (tensorboard_) tensorboard_->write(rec);
 }
 
-void Trainer::stop_for_failed_write(const std::string& what) {
-  const int64_t step = loop_.step;
+void TrainingRun::stop_for_failed_write(const std::string& what) {
+  const int64_t step = step_->steps_done();
   std::string kept;
   if (world_size() == 1) {  // a save is collective: with other ranks it would wait for them
     try {
@@ -116,79 +114,79 @@ void Trainer::stop_for_failed_write(const std::string& what) {
                           what, step, kept, plan_.run_dir));
 }
 
-std::optional<double> Trainer::model_flops_utilization(int64_t n_pred, double ms_per_step) const {
-  if (!device_.is_cuda() || ms_per_step <= 0) return std::nullopt;
-  const double peak_tflops = known_peak_tflops(core::device_name(device_), plan_.cfg.train.precision);
+std::optional<double> TrainingRun::model_flops_utilization(int64_t n_pred, double ms_per_step) const {
+  const c10::Device& device = placement_.device();
+  if (!device.is_cuda() || ms_per_step <= 0) return std::nullopt;
+  const double peak_tflops = core::known_peak_tflops(core::device_name(device), plan_.cfg.train.precision);
   if (peak_tflops <= 0) return std::nullopt;
   const double flops =
-      model::mlm_train_flops_per_step(model_->options(), global_batch(), plan_.cfg.data.max_seq_len, n_pred);
+      model::mlm_train_flops_per_step(step_->model()->options(), global_batch(), plan_.cfg.data.max_seq_len, n_pred);
   return flops / (ms_per_step / 1000.0) / (peak_tflops * 1e12 * static_cast<double>(world_size()));
 }
 
 // A stop signal (SIGINT/SIGTERM): save and say how to resume. Distributed, r.stop is the ranks'
 // agreed decision (a signal after the step's start waits a step). Returns whether the run stops.
-bool Trainer::stop_if_asked(const StepResult& r) {
+bool TrainingRun::stop_if_asked(const StepResult& r) {
   if (!r.stop && !(world_size() == 1 && stop_requested())) return false;
   const std::string why = stop_signal() != 0 ? fmt::format("signal {}", stop_signal()) : "a signal to another rank";
   save_checkpoint(why);
   const std::string launch =
       world_size() > 1 ? fmt::format("launching the same {} processes with: roformer train", world_size())
                        : "roformer train";
-  spdlog::info("stopped by {} at step {}/{}. Resume {}{} --run-dir {} --resume auto", why, loop_.step,
+  spdlog::info("stopped by {} at step {}/{}. Resume {}{} --run-dir {} --resume auto", why, step_->steps_done(),
                plan_.cfg.train.steps, world_size() > 1 ? "by " : "with: ", launch, plan_.run_dir);
   return true;
 }
 
-void Trainer::report_done() const {
-  const LoopState& l = loop_;
-  if (l.last_eval)
+void TrainingRun::report_done() const {
+  const int64_t step = step_->steps_done(), tokens = step_->tokens_seen();
+  if (last_eval_)
     spdlog::info("done: {} steps, {} tokens | validation MLM accuracy {:.4f} (loss {:.4f}, perplexity {:.2f})",
-                 l.step, l.tokens_seen, l.last_eval->accuracy, l.last_eval->loss, l.last_eval->perplexity);
+                 step, tokens, last_eval_->accuracy, last_eval_->loss, last_eval_->perplexity);
   else
-    spdlog::info("done: {} steps, {} tokens ({})", l.step, l.tokens_seen,
+    spdlog::info("done: {} steps, {} tokens ({})", step, tokens,
                  data_->eval_batches().empty()
                      ? "no validation data configured"
                      : "nothing left to train, so no evaluation ran; metrics.jsonl has the last one");
-  spdlog::info("final checkpoint: {}", (fs::path(checkpointer_->dir()) / checkpoint::checkpoint_name(l.step)).string());
+  spdlog::info("final checkpoint: {}", (fs::path(checkpointer_->dir()) / checkpoint::checkpoint_name(step)).string());
 }
 
-int Trainer::run() {
-  if (!plan_.writes_run) throw std::logic_error("Trainer::run needs a plan with writes_run (roformer train)");
+void TrainingRun::run() {
   const config::Config& cfg = plan_.cfg;
   if (plan_.init) {
     spdlog::info("new run from the weights of {} {} (fresh optimizer and schedule)", plan_.init->kind, plan_.init->dir);
     run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
   }
   const Cadence cadence = Cadence::from(cfg);
-  int64_t& step = loop_.step;
   spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es){}) | {} "
                "training sequences per epoch",
-               cadence.total, step, global_batch(), cfg.data.max_seq_len, cfg.train.grad_accum,
+               cadence.total, step_->steps_done(), global_batch(), cfg.data.max_seq_len, cfg.train.grad_accum,
                world_size() > 1 ? fmt::format(" of {} on each of {} ranks", cfg.train.batch_size, world_size()) : "",
                data_->sequences_per_epoch());
   install_stop_handlers();
   ProgressReporter progress(main_rank() ? cfg.logging.progress : "plain");  // other ranks: info lines are off
   MetricsWindow window;
-  int64_t last_synced = step;  // a non-finite value found later arose after this step
-  while (step < cadence.total) {
+  int64_t last_synced = step_->steps_done();  // a non-finite value found later arose after this step
+  while (step_->steps_done() < cadence.total) {
+    const int64_t before = step_->steps_done();
     const auto t0 = std::chrono::steady_clock::now();
     // The same decision on every rank; a step during which a stop was requested syncs as well.
-    const StepResult r = train_step(cadence.syncs(step + 1));
+    const StepResult r = step_->run(*data_, cadence.syncs(before + 1));
     if (r.abandoned) {  // stopped inside the step: saved as of the last complete one
       progress.clear();
-      spdlog::info("step {} was given up at the stop signal; it is trained again on resume", step + 1);
+      spdlog::info("step {} was given up at the stop signal; it is trained again on resume", before + 1);
       stop_if_asked(r);
-      return 0;
+      return;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!r.finite && !r.skipped) progress.clear();
-    check_finite(r, last_synced);
-    if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", step + 1, scaler_.scale());
-    ++step;
-    loop_.tokens_seen += r.tokens;
+    check_finite(r, before, last_synced);
+    if (r.skipped) spdlog::warn("step {}: non-finite fp16 gradient, step skipped, loss scale now {}", before + 1,
+                                step_->scaler().scale());
+    const int64_t step = step_->steps_done();
     if (r.synced) last_synced = step;
     window.add({seconds, r.tokens, r.synced, r.loss, r.accuracy, r.grad_norm});
-    progress.update(window.live(step, cadence.total, schedule_->lr(step - 1)));
+    progress.update(window.live(step, cadence.total, step_->learning_rate(step - 1)));
     if (cadence.logs(step)) log_step(r, window, progress);
     if (main_rank()) {
       if (const std::string failed = log_file_failure(); !failed.empty()) stop_for_failed_write(failed);
@@ -196,12 +194,11 @@ int Trainer::run() {
     if (cadence.evaluates(step) || cadence.saves(step) || r.stop || stop_requested()) progress.clear();
     if (cadence.evaluates(step)) run_eval();
     if (cadence.saves(step)) save_checkpoint(step == cadence.total ? "end of training" : "periodic");
-    if (stop_if_asked(r)) return 0;
+    if (stop_if_asked(r)) return;
   }
   progress.clear();
-  if (tensorboard_) tensorboard_->finish(step);  // the HParams session ends
+  if (tensorboard_) tensorboard_->finish(step_->steps_done());  // the HParams session ends
   report_done();
-  return 0;
 }
 
 }  // namespace roformer::train

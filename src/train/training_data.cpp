@@ -23,14 +23,6 @@ TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
   auto loader_opts = data::loader_options_from_config(cfg, cfg.train.batch_size);
   loader_opts.seed = cfg.train.seed;
   loader_opts.pin_memory = pin_memory;
-  if (plan.synthetic) {
-    synthetic_vocab_ = cfg.model.vocab_size;
-    if (synthetic_vocab_ < 6)
-      throw Error(fmt::format("synthetic data needs model.vocab_size of at least 6 (5 special tokens + 1), got {}; "
-                              "e.g. --set model.vocab_size=8000", synthetic_vocab_));
-    synthetic_ = std::make_unique<SyntheticBatches>(synthetic_vocab_, loader_opts);
-    return;
-  }
   load_tokenizer(plan, main_rank);
   loader_opts.rank = plan.env.rank;  // each rank reads its rows of every global batch
   loader_opts.world_size = plan.env.world_size;
@@ -42,19 +34,6 @@ TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
                                             cfg.eval.max_sequences, cfg.eval.batch_size, cfg.eval.seed);
   }
 }
-
-data::Batch TrainingData::next() { return synthetic_ ? synthetic_->next() : loader_->next(); }
-
-int64_t TrainingData::vocab_size() const { return tokenizer_ ? tokenizer_->vocab_size() : synthetic_vocab_; }
-
-int64_t TrainingData::sequences_per_epoch() const { return loader_ ? loader_->sequences_per_epoch() : 0; }
-
-std::optional<data::LoaderState> TrainingData::position() const {
-  if (!loader_) return std::nullopt;
-  return loader_->state();
-}
-
-void TrainingData::rewind(const data::LoaderState& position) { loader_->restore(position); }
 
 void TrainingData::save(checkpoint::TrainerState& state) const {
   const data::LoaderState position = loader_->state();

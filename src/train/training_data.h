@@ -1,8 +1,8 @@
-// The batches a Trainer trains and evaluates on, as one component built from the plan: the
+// The batches a training run trains and evaluates on, as one component built from the plan: the
 // tokenizer (the checkpoint's when resuming, the --init-from source's, tokenizer.model, or one
 // trained for the run), the prepared train/valid corpora, the dynamic-masking loader with this
-// rank's share of every global batch, and the fixed evaluation batches. With plan.synthetic:
-// random batches of the loader's shape instead (train/synthetic.h), and no tokenizer.
+// rank's share of every global batch, and the fixed evaluation batches. `roformer bench` draws on
+// it too (prepared data); random batches of the same shape are train/synthetic.h's.
 #pragma once
 
 #include <cstdint>
@@ -15,27 +15,26 @@
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "train/batch_source.h"
 #include "train/plan.h"
-#include "train/synthetic.h"
 
 namespace roformer::train {
 
-class TrainingData {
+class TrainingData : public BatchSource {
  public:
   // Writes the run's tokenizer and prepared data into plan.run_dir (rank 0; main_rank false: finds
   // them there). Throws roformer::Error for missing or unusable inputs, naming the config key.
   TrainingData(const Plan& plan, bool pin_memory, bool main_rank);
 
-  data::Batch next();
-  int64_t vocab_size() const;
-  const data::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }  // null: synthetic
-  const std::vector<data::Batch>& eval_batches() const { return eval_batches_; }
-  int64_t sequences_per_epoch() const;
+  data::Batch next() override { return loader_->next(); }
+  int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
+  // Where the loader is, so a step given up at a stop signal can take its batches again.
+  std::optional<data::LoaderState> position() const override { return loader_->state(); }
+  void rewind(const data::LoaderState& position) override { loader_->restore(position); }
 
-  // Where the loader is, so a step given up at a stop signal can take its batches again; none for
-  // synthetic batches (nothing to repeat).
-  std::optional<data::LoaderState> position() const;
-  void rewind(const data::LoaderState& position);
+  const data::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::vector<data::Batch>& eval_batches() const { return eval_batches_; }
+  int64_t sequences_per_epoch() const { return loader_->sequences_per_epoch(); }
 
   // Its part of a checkpoint's trainer_state.json: the loader's epoch and position, the tokenizer's fingerprint.
   void save(checkpoint::TrainerState& state) const;
@@ -47,11 +46,9 @@ class TrainingData {
   std::shared_ptr<const data::PreparedCorpus> prepare(const Plan& plan, const std::vector<std::string>& files,
                                                       const std::string& name);
 
-  std::optional<data::Tokenizer> tokenizer_;
+  std::optional<data::Tokenizer> tokenizer_;  // set by the constructor (Tokenizer has no empty state)
   std::unique_ptr<data::MlmLoader> loader_;
-  std::unique_ptr<SyntheticBatches> synthetic_;
   std::vector<data::Batch> eval_batches_;
-  int64_t synthetic_vocab_ = 0;
 };
 
 }  // namespace roformer::train

@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "model/autocast.h"
+#include "model/kernel_policy.h"
 #include "model/roformer.h"
 #include "model_util.h"
 #include "train_step_util.h"
@@ -25,18 +26,18 @@ constexpr double kFp32Rtol = 1e-4, kFp32Atol = 1e-5;
 // One trainer after the other, as on the CPU: each reseeds the CUDA generator on setup, so both
 // draw the same batches and dropout masks (interleaved steps would share the generator's stream).
 TEST(GpuStep, FusedAdamWOnCudaEqualsTheLoop) {
-  auto loop = make_trainer(tiny_step_config(false, 1.0, "cuda"));
-  ASSERT_TRUE(loop->device().is_cuda());
+  auto loop = make_step(tiny_step_config(false, 1.0, "cuda"));
+  ASSERT_TRUE(loop->step->device().is_cuda());
   const auto init = snapshot(*loop);
   std::vector<double> loop_losses;
-  for (int i = 0; i < 6; ++i) loop_losses.push_back(loop->train_step(true).loss);
+  for (int i = 0; i < 6; ++i) loop_losses.push_back(loop->run(true).loss);
   const auto after_loop = snapshot(*loop);
 
-  auto fused = make_trainer(tiny_step_config(true, 1.0, "cuda"));
-  ASSERT_TRUE(fused->uses_fused_adamw());
+  auto fused = make_step(tiny_step_config(true, 1.0, "cuda"));
+  ASSERT_TRUE(fused->step->optimizer().fused());
   expect_close(snapshot(*fused), init, 0, 0);
   for (int i = 0; i < 6; ++i) {
-    const double b = fused->train_step(true).loss;
+    const double b = fused->run(true).loss;
     EXPECT_NEAR(b, loop_losses[i], kFp32Rtol * loop_losses[i]) << "step " << i + 1;
   }
   EXPECT_GT(max_change(init, after_loop), 1e-2);
@@ -51,27 +52,27 @@ TEST(GpuStep, NoHostSyncInsideANonLoggingStep) {
   for (const auto& [precision, param_dtype] : std::vector<std::pair<std::string, std::string>>{
            {"bf16", "auto"}, {"bf16", "fp32"}, {"fp32", "auto"}}) {
     SCOPED_TRACE(precision + ", param_dtype " + param_dtype);
-    auto t = make_trainer(tiny_step_config(true, 0.5, "cuda", precision,
+    auto t = make_step(tiny_step_config(true, 0.5, "cuda", precision,
                                            {"model.hidden_dropout=0.1", "model.attention_dropout=0.1",
                                             "train.param_dtype=" + param_dtype}));
-    EXPECT_EQ(t->compute_model().ptr() != t->model().ptr(), precision == "bf16" && param_dtype == "auto");
-    for (int i = 0; i < 2; ++i) ASSERT_TRUE(t->train_step(true).finite);  // warm-up: lazy inits may sync
+    EXPECT_EQ(t->step->compute_model().ptr() != t->step->model().ptr(), precision == "bf16" && param_dtype == "auto");
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(t->run(true).finite);  // warm-up: lazy inits may sync
     roformer::core::set_cuda_sync_debug_mode(2);
     std::string error;
     try {
-      for (int i = 0; i < 3; ++i) EXPECT_FALSE(t->train_step(false).synced);
+      for (int i = 0; i < 3; ++i) EXPECT_FALSE(t->run(false).synced);
     } catch (const std::exception& e) {
       error = e.what();
     }
     roformer::core::set_cuda_sync_debug_mode(0);
     EXPECT_EQ(error, "") << "a non-logging step synchronized with the host";
-    const auto r = t->train_step(true);  // the logging step reads back as usual
+    const auto r = t->run(true);  // the logging step reads back as usual
     EXPECT_TRUE(r.synced);
     EXPECT_TRUE(r.finite);
     // Those steps were CUDA graphs (train.cuda_graph is on by default): the micro-batch's, captured
     // in the first step, and the update's, captured in the fourth (the third warmed it up).
-    ASSERT_NE(t->cuda_graphs(), nullptr);
-    EXPECT_EQ(t->cuda_graphs()->captured(), 2);
+    ASSERT_NE(t->step->cuda_graphs(), nullptr);
+    EXPECT_EQ(t->step->cuda_graphs()->captured(), 2);
   }
 }
 
@@ -88,15 +89,15 @@ TEST(GpuStep, CudaGraphStepsMatchTheEagerStep) {
                                "train.param_dtype=" + param_dtype, std::string("train.cuda_graph=") + (graph ? "true" : "false")});
     };
     auto run = [&](bool graph, std::vector<double>& losses) {
-      auto t = make_trainer(config(graph));
-      EXPECT_EQ(t->cuda_graphs() != nullptr, graph);
+      auto t = make_step(config(graph));
+      EXPECT_EQ(t->step->cuda_graphs() != nullptr, graph);
       for (int i = 0; i < 12; ++i) {
-        const auto r = t->train_step(/*host_sync=*/i % 4 == 3);
+        const auto r = t->run(/*host_sync=*/i % 4 == 3);
         if (r.synced) losses.push_back(r.loss);
       }
       if (graph) {
-        EXPECT_EQ(t->cuda_graphs()->captured(), 2);       // one batch shape, one update
-        EXPECT_EQ(t->cuda_graphs()->replayed(), 23 + 8);  // 24 micro-batches less the warm-up; 9 sync-free updates less the warm-up
+        EXPECT_EQ(t->step->cuda_graphs()->captured(), 2);       // one batch shape, one update
+        EXPECT_EQ(t->step->cuda_graphs()->replayed(), 23 + 8);  // 24 micro-batches less the warm-up; 9 sync-free updates less the warm-up
       }
       return snapshot(*t);
     };
@@ -141,24 +142,26 @@ TEST(GpuStep, FusedQkvAndFusedRotaryMatchTheReferencePath) {
   for (const std::string precision : {"fp32", "bf16"}) {
     SCOPED_TRACE(precision);
     const roformer::config::ModelConfig m = roformer::test::two_layer_model_config(128, 4, 256, 64);
-    RoFormerOptions reference_options(m, 300), fast_options(m, 300);
-    reference_options.kernels(Kernels{RotaryImpl::kElementwise, /*fused_qkv=*/false, /*bias_in_gemm=*/false});
-    fast_options.kernels(Kernels{RotaryImpl::kFused, /*fused_qkv=*/true, /*bias_in_gemm=*/true});
+    KernelPolicy reference_policy, fast_policy;  // the fast one is the default
+    reference_policy.rotary = RotaryImpl::kElementwise;
+    reference_policy.fused_qkv = false;
+    reference_policy.bias_in_gemm = false;
     torch::manual_seed(5);
-    RoFormerForMaskedLM reference(reference_options);
+    RoFormerForMaskedLM reference(RoFormerOptions(m, 300));
     torch::manual_seed(5);
-    RoFormerForMaskedLM fast(fast_options);
+    RoFormerForMaskedLM fast(RoFormerOptions(m, 300));
     reference->to(torch::kCUDA);
     fast->to(torch::kCUDA);
     auto ids = torch::randint(5, 300, {4, 48}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
-    auto run = [&](RoFormerForMaskedLM& m) {
+    auto run = [&](RoFormerForMaskedLM& m, const KernelPolicy& policy) {
+      const ScopedKernelPolicy scoped(policy);
       AutocastScope autocast(torch::kCUDA, precision == "bf16" ? roformer::config::Precision::kBf16
                                                                : roformer::config::Precision::kFp32);
       auto logits = m->forward(ids, {}, {});
       logits.to(torch::kFloat).pow(2).mean().backward();
       return logits.to(torch::kFloat);
     };
-    auto a = run(reference), b = run(fast);
+    auto a = run(reference, reference_policy), b = run(fast, fast_policy);
     const double logit_diff = (a - b).abs().max().item<double>(), logit_scale = a.abs().max().item<double>();
     double worst_grad = 0;
     auto pa = reference->parameters(), pb = fast->parameters();

@@ -1,8 +1,8 @@
 // `roformer bench -c CONFIG` through the CLI: the JSON record of a few synthetic steps is complete
 // and consistent (tokens, FLOPs from mlm_train_flops_per_step, breakdown within the step time,
-// MFU from --peak-tflops), the variants change what they should, prepared data works, `bench data`
-// still exists, and bad options fail with a message saying what to change. Figures are never
-// compared with a time limit.
+// MFU from --peak-tflops), the kernel policy's variants change what they should, prepared data
+// works, `bench data` still exists, and bad options fail with a message saying what to change.
+// Figures are never compared with a time limit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,12 +109,15 @@ TEST_F(BenchTest, PeakTflopsGivesMfuAndTableIsPrinted) {
     EXPECT_NE(t.output.find(row), std::string::npos) << row << "\n" << t.output;
 }
 
-TEST_F(BenchTest, DenseHeadAndMatrixRotaryVariants) {
-  auto r = run_roformer("bench " + cfg() + " --synthetic --steps 2 --warmup 0 --json --dense-head --rotary matrix");
+// The kernel policy's alternatives, set by the flags: the fused rotation on the CPU, the dense head.
+TEST_F(BenchTest, DenseHeadAndFusedRotaryVariants) {
+  auto r = run_roformer("bench " + cfg() + " --synthetic --steps 2 --warmup 0 --json --dense-head --rotary fused");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = last_json(r.output);
   EXPECT_EQ(j.at("head"), "dense");
-  EXPECT_EQ(j.at("rotary"), "matrix");
+  EXPECT_EQ(j.at("rotary"), "fused");
+  EXPECT_EQ(j.at("qkv"), "separate");  // the CPU's only path
+  EXPECT_EQ(j.at("bias"), "separate add");
   // The dense head's decoder runs at every position: FLOPs count B*T head rows.
   EXPECT_DOUBLE_EQ(j.at("flops_per_step").get<double>(), expected_flops(kB * kT));
   EXPECT_TRUE(std::isfinite(j.at("final_loss").get<double>()));
@@ -159,7 +162,9 @@ TEST_F(BenchTest, BadOptionsSayWhatToChange) {
     std::string args, message;
   };
   const std::vector<Case> cases = {
-      {"bench " + cfg() + " --synthetic --rotary spiral", "--rotary must be auto, elementwise, fused or matrix, got 'spiral'"},
+      {"bench " + cfg() + " --synthetic --rotary spiral", "--rotary must be auto, elementwise or fused, got 'spiral'"},
+      {"bench " + cfg() + " --synthetic --rotary matrix",
+       "got 'matrix' (the naive rotation matrices are no path of the model: roformer_model_bench times them"},
       {"bench " + cfg() + " --synthetic --attention-kernel fast",
        "--attention-kernel must be auto, flash, cudnn, efficient or math, got 'fast'"},
       {"bench " + cfg() + " --synthetic --profile-steps 0", "--profile-steps must be at least 1"},

@@ -205,3 +205,57 @@ TEST_F(InitFromTest, BadSourcesAreOneLineErrorsNamingTheProblem) {
   EXPECT_NE(last_line(no_config.output).find("--init-from needs a config for the new run: -c CONFIG"),
             std::string::npos) << no_config.output;
 }
+
+// Issue 40: a hand-edited config.json with a wrong JSON type ends in one line naming the file, the
+// key, what was expected and what to do (exit 1), never a raw json.exception.type_error (exit 2).
+// The DeBERTa keys are read once model_type says deberta-v2 and its relative settings are there.
+TEST_F(InitFromTest, HandEditedConfigJsonIsOneLineNamingTheKey) {
+  const json original = json::parse(read_file(tmp_->str("hf/config.json")));
+  json deberta = original;
+  deberta["model_type"] = "deberta-v2";
+  deberta["relative_attention"] = true;
+  deberta["norm_rel_ebd"] = "layer_norm";
+  deberta.erase("embedding_size");
+  struct Case {
+    std::string key;
+    json base, value;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"vocab_size", original, "300", "\"vocab_size\" is \"300\" (a string) but must be an integer"},
+      {"hidden_size", original, nullptr, "\"hidden_size\" is null but must be an integer"},
+      {"position_buckets", deberta, "64", "\"position_buckets\" is \"64\" (a string) but must be an integer"},
+      {"pos_att_type", deberta, json::array({5}), "\"pos_att_type\" is [5] but must be a list of strings"},
+      {"rotary_value", original, "yes", "\"rotary_value\" is \"yes\" (a string) but must be true or false"}};
+  int n = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
+    const std::string dir = tmp_->str("edited_" + std::to_string(n++));
+    fs::copy(tmp_->str("hf"), dir, fs::copy_options::recursive);
+    json edited = c.base;
+    edited[c.key] = c.value;
+    write_file(dir + "/config.json", edited.dump(2));
+    auto r = run_roformer(train("--init-from " + dir + " --run-dir " + dir + "_run"));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(last_line(r.output).find("--init-from: " + dir + "/config.json: " + c.needle +
+                                       "; --init-from takes the config.json `roformer export --format hf` writes"),
+              std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("type_error"), std::string::npos) << r.output;
+  }
+}
+
+// Issue 40: an export whose position table no machine holds (max_position_embeddings 1e12 in its
+// config.json, and so in the run's config) is refused by the memory check naming the key, before the
+// model is built (it used to abort inside LibTorch).
+TEST_F(InitFromTest, HugePositionTableIsRefusedNamingTheKey) {
+  const std::string huge = "1000000000000", dir = tmp_->str("huge_table");
+  fs::copy(tmp_->str("hf"), dir, fs::copy_options::recursive);
+  json config = json::parse(read_file(dir + "/config.json"));
+  config["max_position_embeddings"] = 1000000000000;
+  write_file(dir + "/config.json", config.dump(2));
+  auto r = run_roformer(train("--init-from " + dir + " --run-dir " + tmp_->str("huge_run") +
+                              " --set model.max_position_embeddings=" + huge));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(last_line(r.output).find("Lower model.max_position_embeddings (the largest share)"), std::string::npos)
+      << r.output;
+}

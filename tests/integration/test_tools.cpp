@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -157,6 +158,74 @@ TEST_F(ToolsTest, InspectReportsStateAndDamage) {
   auto incomplete = run_roformer("eval --device cpu --checkpoint " + copy);
   EXPECT_EQ(incomplete.exit_code, 1);
   EXPECT_NE(incomplete.output.find("no manifest.json"), std::string::npos) << incomplete.output;
+}
+
+// A copy of the suite's checkpoint with `file` rewritten by `edit` and re-checksummed in the
+// manifest, as a careful hand-edit would leave it: it still verifies.
+std::string edited_checkpoint(const std::string& run, const std::string& copy, const std::string& file,
+                              const std::function<std::string(std::string)>& edit) {
+  fs::copy(run + "/checkpoints/step_00000300", copy, fs::copy_options::recursive);
+  rewrite_checkpoint_file(copy, file, edit(read_file(copy + "/" + file)));
+  EXPECT_TRUE(roformer::checkpoint::verify_checkpoint(copy).ok);
+  return copy;
+}
+
+// Issue 40: a checkpoint whose config.yaml asks for a position table no machine holds (edited by
+// hand) is refused by every command that builds its model, naming the key, before anything is
+// allocated (it used to abort inside LibTorch).
+TEST_F(ToolsTest, HugePositionTableInACheckpointIsRefusedNamingTheKey) {
+  const std::string copy = edited_checkpoint(run_, tmp_->str("huge_table"), "config.yaml", [](std::string yaml) {
+    const std::string from = "max_position_embeddings: 48";
+    const auto at = yaml.find(from);
+    EXPECT_NE(at, std::string::npos) << yaml;
+    return yaml.replace(at, from.size(), "max_position_embeddings: 1000000000000");
+  });
+  for (const std::string& command : {"eval --device cpu --checkpoint " + copy,
+                                    "fill-mask --device cpu --checkpoint " + copy + " \"the [MASK] cat.\"",
+                                    "export --checkpoint " + copy + " --out " + tmp_->str("huge_export")}) {
+    SCOPED_TRACE(command);
+    auto r = run_roformer(command);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("checkpoint " + copy + " describes a model that needs at least"), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("most of it is set by model.max_position_embeddings in its config.yaml"),
+              std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(tmp_->str("huge_export")));
+}
+
+// Issue 40: a metrics record with a wrong JSON type (edited by hand) is one line naming the file,
+// the key and what to do, for inspect (the last train record) and the export's model card (the last
+// evaluation), never a raw JSON type error (exit 2).
+TEST_F(ToolsTest, HandEditedMetricsRecordIsOneLineNamingTheKey) {
+  auto retype = [](const std::string& type, const std::string& key) {
+    return [=](std::string jsonl) {
+      std::istringstream lines(jsonl);
+      std::string out, line;
+      std::vector<std::string> all;
+      while (std::getline(lines, line)) all.push_back(line);
+      for (auto it = all.rbegin(); it != all.rend(); ++it) {
+        auto rec = json::parse(*it);
+        if (rec["type"] != type) continue;
+        rec[key] = "high";
+        *it = rec.dump();
+        break;
+      }
+      for (const auto& l : all) out += l + "\n";
+      return out;
+    };
+  };
+  const std::string train = edited_checkpoint(run_, tmp_->str("metrics_train"), "metrics.jsonl", retype("train", "loss"));
+  auto inspect = run_roformer("inspect " + train);
+  EXPECT_EQ(inspect.exit_code, 1) << inspect.output;
+  EXPECT_NE(inspect.output.find(train + "/metrics.jsonl (its last \"train\" record): \"loss\" is \"high\" (a string) "
+                                "but must be a number; fix or remove that line"), std::string::npos) << inspect.output;
+  const std::string eval = edited_checkpoint(run_, tmp_->str("metrics_eval"), "metrics.jsonl", retype("eval", "accuracy"));
+  auto r = run_roformer("export --checkpoint " + eval + " --out " + tmp_->str("metrics_export"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(eval + "/metrics.jsonl (its last \"eval\" record): \"accuracy\" is \"high\" (a string) but "
+                          "must be a number"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp_->str("metrics_export/model.safetensors")));
 }
 
 TEST_F(ToolsTest, FillMaskErrors) {
@@ -364,7 +433,7 @@ TEST(ToolsExport, PreLayerNormIsRefused) {
   ASSERT_EQ(run_roformer("train -c " + tmp.str("pre.yaml") + " --run-dir " + tmp.str("run")).exit_code, 0);
   auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer, BERT and DeBERTa are "
+  EXPECT_NE(r.output.find("pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer, BERT and DeBERTa-v2 are "
                           "post-LayerNorm only"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Export is refused"), std::string::npos) << r.output;
@@ -395,9 +464,10 @@ TEST(ToolsExport, PositionNoneIsRefusedAndEvalBeyondTheTable) {
     EXPECT_NE(beyond.output.find("4 x 64 tokens (trained at 32)"), std::string::npos) << beyond.output;
     auto r = run_roformer("export --checkpoint " + run + " --out " + out);
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_NE(r.output.find("this model uses model.position: none; Hugging Face's RoFormer has rotary positions, its "
-                            "BERT learned absolute ones and its DeBERTa relative ones, none runs without positions, so "
-                            "export is refused"),
+    // The families are listed from their table (src/hf/), so a scheme without one is refused alike.
+    EXPECT_NE(r.output.find("this model uses model.position: none, which none of Hugging Face's families computes "
+                            "(RoFormer has rotary positions, BERT has learned absolute positions and DeBERTa-v2 has "
+                            "relative positions in disentangled attention), so export is refused"),
               std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
   }

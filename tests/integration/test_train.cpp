@@ -363,6 +363,78 @@ TEST_F(TrainTest, HugeValuesAreRefusedWithTheFigureAndTheKey) {
             std::string::npos) << overflow.output;
 }
 
+// Issue 40: every tensor whose size a key sets is in the memory estimate, so a position table no
+// machine holds (1e12 rows) is refused before anything is built, naming the key, where it used to
+// abort inside LibTorch (exit 134, "tried to allocate ... bytes"): the rotary table, the absolute
+// one, disentangled attention's relative table (set by its buckets, or without buckets by
+// max_relative_positions) and the enhanced mask decoder's absolute table. bench builds the same model.
+TEST_F(TrainTest, HugePositionTablesAreRefusedNamingTheKey) {
+  const std::string huge = "1000000000000";
+  const std::string relative = "--set model.position=disentangled ";
+  struct Case {
+    std::string overrides, key;
+  };
+  const std::vector<Case> cases = {
+      {"--set model.max_position_embeddings=" + huge, "model.max_position_embeddings"},
+      {"--set model.position=absolute --set model.max_position_embeddings=" + huge, "model.max_position_embeddings"},
+      {relative + "--set model.position_buckets=" + huge + " --set model.max_relative_positions=4" + huge,
+       "model.position_buckets"},
+      {relative + "--set model.position_buckets=0 --set model.max_relative_positions=" + huge,
+       "model.max_relative_positions"},
+      {relative + "--set model.enhanced_mask_decoder=true --set model.max_position_embeddings=" + huge,
+       "model.max_position_embeddings"}};
+  int n = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.overrides);
+    const std::string run = "huge" + std::to_string(n++);
+    auto r = train(run, c.overrides);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("the run needs at least"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Lower " + c.key + " (the largest share)"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(tmp_.str(run + "/tokenizer"))) << "refused before the data is prepared";
+  }
+  auto bench = run_roformer("bench -c " + config_ + " --synthetic --steps 1 --warmup 0 --set model.vocab_size=120 " +
+                            cases.front().overrides);
+  EXPECT_EQ(bench.exit_code, 1) << bench.output;
+  EXPECT_NE(bench.output.find("Lower model.max_position_embeddings (the largest share)"), std::string::npos)
+      << bench.output;
+}
+
+// Issue 40: a hand-edited trainer_state.json (re-checksummed in the manifest, so that it verifies)
+// with a wrong JSON type stops the resume with one line naming the file, the key and what to do.
+TEST_F(TrainTest, HandEditedTrainerStateIsOneLineNamingTheKey) {
+  auto a = train("ts", "--set train.steps=6 --set eval.every=0");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string dir = ckpt("ts", 6), state = dir + "/trainer_state.json";
+  auto j = json::parse(read_file(state));
+  j["tokens_seen"] = "many";
+  rewrite_checkpoint_file(dir, "trainer_state.json", j.dump(2));
+  auto r = run_roformer("train --run-dir " + tmp_.str("ts") + " --resume " + dir + " --set train.steps=8");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("trainer_state.json: \"tokens_seen\" is \"many\" (a string) but must be a count (an integer >= 0); "
+                          "the checkpoint is damaged"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("type_error"), std::string::npos) << r.output;
+}
+
+// Issue 40: a prepared corpus's meta.json with a wrong JSON type is one line naming the file and
+// the key, never a raw JSON type error.
+TEST_F(TrainTest, HandEditedPreparedMetaIsOneLineNamingTheKey) {
+  auto t = run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 120 --out " + tmp_.str("tok"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  auto p = run_roformer("prepare --tokenizer " + tmp_.str("tok/tokenizer.model") + " --input " + tmp_.str("train.txt") +
+                        " --out " + tmp_.str("prepared"));
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const std::string meta = tmp_.str("prepared/meta.json");
+  auto j = json::parse(read_file(meta));
+  j["vocab_size"] = "120";
+  write_file(meta, j.dump(2));
+  auto r = train("pm", "--set tokenizer.model=" + tmp_.str("tok/tokenizer.model") + " --set data.train_files=[" +
+                 tmp_.str("prepared") + "] --set train.steps=2 --set schedule.warmup_steps=0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("meta.json: \"vocab_size\" is \"120\" (a string) but must be a count (an integer >= 0); "
+                          "re-run `roformer prepare`"), std::string::npos) << r.output;
+}
+
 TEST_F(TrainTest, ChangedTrainingTextOnResumeWarnsThatTheRunIsNoLongerExact) {
   auto a = train("c", "--set train.steps=2 --set schedule.warmup_steps=0 --set eval.every=0");
   ASSERT_EQ(a.exit_code, 0) << a.output;

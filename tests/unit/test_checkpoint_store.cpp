@@ -161,23 +161,29 @@ TEST(CheckpointStore, ManifestEntriesMustBePlainFilesWithSizeAndChecksum) {
   ASSERT_EQ(ok.size(), 1u);
   EXPECT_EQ(ok[0].name, "a.pt");
   EXPECT_EQ(ok[0].size, 3u);
-  EXPECT_NE(error_of([] { parse_manifest("{not json"); }).find("manifest.json is unreadable"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_manifest("[1]"); }).find("manifest.json has no file list"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_manifest("{not json"); }).find("manifest.json is not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_manifest("[1]"); }).find("manifest.json holds [1] but must hold a JSON object"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_manifest("{}"); }).find("manifest.json has no \"files\""), std::string::npos);
   EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"../../x": {"size": 1, "checksum": "a"}}})"); })
                 .find("manifest.json lists '../../x', which is not a file name inside the checkpoint"),
             std::string::npos);
   // A size of the wrong type used to escape as a JSON type error (exit 2).
   EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"a": {"size": "3", "checksum": "a"}}})"); })
-                .find("the entry of a needs a size (a count of bytes) and a checksum"),
+                .find("manifest.json: \"files.a.size\" is \"3\" (a string) but must be a count (an integer >= 0)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"a": 7}})"); }).find("the entry of a needs a size"),
+  EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"a": {"size": 3}}})"); })
+                .find("manifest.json has no \"files.a.checksum\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_manifest(R"({"files": {"a": 7}})"); })
+                .find("manifest.json: \"files.a\" is 7 but must be a JSON object"),
             std::string::npos);
   // verify_checkpoint reports it as the checkpoint's problem.
   TempDir dir;
   write_file(dir.str("manifest.json"), R"({"files": {"a": {"size": -1, "checksum": "x"}}})");
   const auto check = verify_checkpoint(dir.str());
   EXPECT_FALSE(check.ok);
-  EXPECT_NE(check.problem.find("the entry of a needs a size"), std::string::npos) << check.problem;
+  EXPECT_NE(check.problem.find("\"files.a.size\" is -1 but must be a count"), std::string::npos) << check.problem;
 }
 
 TEST(CheckpointStore, TrainerStateFieldsAreChecked) {
@@ -191,21 +197,22 @@ TEST(CheckpointStore, TrainerStateFieldsAreChecked) {
   EXPECT_EQ(s.global_batch_size.value_or(-1), 8);
   EXPECT_DOUBLE_EQ(s.loss_scale, 1024.0);
   auto msg = error_of([] { parse_trainer_state(R"({"step": "12"})", "ck/trainer_state.json"); });
-  EXPECT_NE(msg.find("ck/trainer_state.json: step is \"12\", not a count; the checkpoint is damaged"),
+  EXPECT_NE(msg.find("ck/trainer_state.json: \"step\" is \"12\" (a string) but must be a count (an integer >= 0); "
+                     "the checkpoint is damaged"),
             std::string::npos) << msg;
   msg = error_of([] { parse_trainer_state(R"({"step": 1, "tokens_seen": 2})", "t.json"); });
-  EXPECT_NE(msg.find("t.json: loader is missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("t.json has no \"loader\""), std::string::npos) << msg;
   msg = error_of([] { parse_trainer_state("{", "t.json"); });
-  EXPECT_NE(msg.find("t.json: not JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("t.json is not valid JSON"), std::string::npos) << msg;
   msg = error_of([] {
     parse_trainer_state(R"({"step": 1, "tokens_seen": 2, "loader": {"epoch": -1, "position": 0}})", "t.json");
   });
-  EXPECT_NE(msg.find("t.json: loader.epoch is -1, not a count"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("t.json: \"loader.epoch\" is -1 but must be a count"), std::string::npos) << msg;
   msg = error_of([] {
     parse_trainer_state(R"({"step": 1, "tokens_seen": 2, "loader": {"epoch": 0, "position": 0}, "loss_scale": 0,
                             "tokenizer_fingerprint": "x"})", "t.json");
   });
-  EXPECT_NE(msg.find("t.json: loss_scale is 0, not a positive number"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("t.json: \"loss_scale\" is 0 but must be a positive number"), std::string::npos) << msg;
 }
 
 // The typed trainer state writes the file it reads: every field survives the round trip, and the
@@ -272,7 +279,8 @@ TEST(CheckpointMeta, ReadsConfigAndStateAndNamesTheDamagedFile) {
 
   write_file(dir + "/trainer_state.json", R"({"step": "12"})");
   const std::string msg = error_of([&] { read_checkpoint_meta(dir); });
-  EXPECT_NE(msg.find(dir + "/trainer_state.json: step is \"12\", not a count"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir + "/trainer_state.json: \"step\" is \"12\" (a string) but must be a count"),
+            std::string::npos) << msg;
   const CheckpointMetaParts parts = read_checkpoint_meta_parts(dir);
   ASSERT_TRUE(parts.config.has_value());
   EXPECT_EQ(parts.config->model.hidden_size, 48);

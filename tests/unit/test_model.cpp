@@ -1,7 +1,8 @@
 // RoFormerForMaskedLM behaviour (src/model/roformer.h) beyond the HF parity of test_model_golden:
 // options mapping, sparse vs dense head, padding, bad inputs, weight-decay groups, HF names and
-// loading errors, initialization, gradient checkpointing, the rotation-matrix variant and FLOPs.
+// loading errors, initialization, gradient checkpointing, the kernel policy's alternatives and FLOPs.
 #include <gtest/gtest.h>
+#include <ATen/Context.h>
 #include <torch/torch.h>
 
 #include <iostream>
@@ -11,7 +12,9 @@
 #include "core/error.h"
 #include "model/autocast.h"
 #include "model/flops.h"
+#include "model/kernel_policy.h"
 #include "model/roformer.h"
+#include "model/size.h"
 #include "model_util.h"
 #include "test_util.h"
 
@@ -58,7 +61,6 @@ TEST(ModelOptions, HoldTheConfigSectionAsItIs) {
   EXPECT_EQ(o.model().hidden_act, roformer::config::Activation::kRelu);
   EXPECT_EQ(o.embedding_size(), 96);  // 0 resolves to hidden_size
   EXPECT_EQ(o.pad_token_id(), 0);
-  EXPECT_EQ(o.kernels().rotary, RotaryImpl::kElementwise);
   EXPECT_EQ(RoFormerOptions(roformer::config::parse_config("", {"model.embedding_size=24"}).model, 10).embedding_size(), 24);
 }
 
@@ -78,12 +80,72 @@ TEST(ModelOptions, InvalidOptionsAreRejectedWithTheReason) {
             std::string::npos);
 }
 
-TEST(ModelOptions, RotaryImplementationsByName) {
-  EXPECT_EQ(rotary_impl_named("matrix"), RotaryImpl::kMatrix);
+TEST(KernelPolicy, RotaryImplementationsByName) {
   EXPECT_EQ(rotary_impl_named("fused"), RotaryImpl::kFused);
+  EXPECT_EQ(rotary_impl_named("matrix"), std::nullopt);  // a reference (model/rotary.h), never a path of the model
   EXPECT_EQ(rotary_impl_named("complex"), std::nullopt);
-  for (auto impl : {RotaryImpl::kElementwise, RotaryImpl::kFused, RotaryImpl::kMatrix})
+  for (auto impl : {RotaryImpl::kAuto, RotaryImpl::kElementwise, RotaryImpl::kFused})
     EXPECT_EQ(rotary_impl_named(to_string(impl)), impl);
+}
+
+// The defaults are each device's measured-best path; a scoped policy is in force while it lives and
+// puts the previous one back, LibTorch's attention-kernel flags included.
+TEST(KernelPolicy, DefaultsPerDeviceAndScopedPolicyRestores) {
+  EXPECT_EQ(rotary_impl(torch::kCPU), RotaryImpl::kElementwise);
+  EXPECT_EQ(rotary_impl(torch::Device(torch::kCUDA, 0)), RotaryImpl::kFused);
+  EXPECT_TRUE(kernel_policy().fused_qkv);
+  EXPECT_TRUE(kernel_policy().bias_in_gemm);
+  EXPECT_FALSE(kernel_policy().dense_head);
+  auto& context = at::globalContext();
+  const bool math = context.userEnabledMathSDP(), flash = context.userEnabledFlashSDP();
+  {
+    KernelPolicy p;
+    p.rotary = RotaryImpl::kFused;
+    p.attention = AttentionKernel::kMath;
+    const ScopedKernelPolicy outer(p);
+    EXPECT_EQ(rotary_impl(torch::kCPU), RotaryImpl::kFused);
+    EXPECT_TRUE(context.userEnabledMathSDP());
+    EXPECT_FALSE(context.userEnabledFlashSDP());
+    {
+      KernelPolicy q;
+      q.dense_head = true;
+      const ScopedKernelPolicy inner(q);
+      EXPECT_TRUE(kernel_policy().dense_head);
+      EXPECT_EQ(rotary_impl(torch::kCPU), RotaryImpl::kElementwise);
+      EXPECT_EQ(context.userEnabledFlashSDP(), flash);  // auto: LibTorch's own flags again
+    }
+    EXPECT_FALSE(kernel_policy().dense_head);
+    EXPECT_EQ(rotary_impl(torch::kCPU), RotaryImpl::kFused);
+    EXPECT_FALSE(context.userEnabledFlashSDP());
+  }
+  EXPECT_EQ(rotary_impl(torch::kCPU), RotaryImpl::kElementwise);
+  EXPECT_EQ(context.userEnabledMathSDP(), math);
+  EXPECT_EQ(context.userEnabledFlashSDP(), flash);
+  EXPECT_EQ(attention_kernel_named("cudnn"), AttentionKernel::kCudnn);
+  EXPECT_EQ(attention_kernel_named("fast"), std::nullopt);
+}
+
+// The dense head (bench --dense-head) computes the logits forward_sparse computes, at every
+// position first: the same values and gradients.
+TEST(KernelPolicy, DenseHeadGivesTheSparseLogits) {
+  torch::manual_seed(3);
+  RoFormerForMaskedLM model(tiny());
+  auto b = make_batch(model->options().model().vocab_size);
+  const auto positions = torch::tensor({1, 5, 17, 29}, torch::kLong);
+  auto sparse = model->forward_sparse(b.ids, b.mask, positions);
+  sparse.pow(2).sum().backward();
+  std::vector<torch::Tensor> sparse_grads;
+  for (const auto& p : model->parameters()) sparse_grads.push_back(p.grad().clone());
+  model->zero_grad();
+  KernelPolicy p;
+  p.dense_head = true;
+  const ScopedKernelPolicy scoped(p);
+  auto dense = model->forward_sparse(b.ids, b.mask, positions);
+  EXPECT_TRUE(torch::allclose(dense, sparse, 1e-5, 1e-6));
+  dense.pow(2).sum().backward();
+  const auto params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(torch::allclose(params[i].grad(), sparse_grads[i], 1e-4, 1e-6)) << "parameter " << i;
 }
 
 TEST(Model, BadInputsGiveClearErrors) {
@@ -270,6 +332,46 @@ TEST(Model, DecayGroupsPartitionParameters) {
   }
 }
 
+// The memory checks count the model from its options alone (model/size.h): exactly the parameters
+// the built model has, for every position scheme and the settings that add or drop tensors, plus
+// the rotary table at its float64 build peak (24 P D bytes); the position tables are named by the
+// key that sets their size.
+TEST(ModelSize, CountsWhatTheBuiltModelHas) {
+  for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
+           {},
+           {"model.position=absolute"},
+           {"model.position=none", "model.type_vocab_size=0", "model.norm=pre"},
+           {"model.embedding_size=16"},
+           {"model.position=disentangled", "model.position_buckets=8"},
+           {"model.position=disentangled", "model.position_buckets=0", "model.share_att_key=false"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.share_att_key=false",
+            "model.pos_att_type=c2p", "model.position_biased_input=true"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.enhanced_mask_decoder=true"}}) {
+    SCOPED_TRACE(overrides.empty() ? "rotary" : overrides.back());
+    const auto options = tiny(overrides);
+    RoFormerForMaskedLM model(options);
+    const auto size = model_size(options);
+    EXPECT_EQ(size.parameters(), static_cast<double>(model->num_parameters()));
+    double buffers = 0;
+    for (const auto& b : model->buffers()) buffers += static_cast<double>(b.numel());
+    EXPECT_EQ(size.buffer_bytes(), 24.0 * buffers);  // 4 bytes each, 6 times that while built
+  }
+  auto keys = [](const ModelSize& size) {
+    std::set<std::string> out;
+    for (const auto& part : size.parts) out.insert(part.key);
+    return out;
+  };
+  EXPECT_TRUE(keys(model_size(tiny({"model.position=disentangled", "model.position_buckets=8"})))
+                  .count("model.position_buckets"));
+  EXPECT_TRUE(keys(model_size(tiny({"model.position=disentangled", "model.position_buckets=0"})))
+                  .count("model.max_position_embeddings"));
+  EXPECT_EQ(model_size(tiny({"model.max_position_embeddings=1000000000"})).largest_key(4),
+            "model.max_position_embeddings");
+  EXPECT_EQ(model_size(tiny({"model.position=disentangled", "model.position_buckets=0",
+                             "model.max_relative_positions=1000000000"})).largest_key(16),
+            "model.max_relative_positions");
+}
+
 TEST(Model, InitializationFollowsHuggingFace) {
   auto o = tiny({"model.hidden_size=256", "model.intermediate_size=512", "model.initializer_range=0.02"}, 400)
                .pad_token_id(3);
@@ -443,31 +545,30 @@ TEST(Model, AttentionBackendIsReportedFromLibTorchsSelector) {
   EXPECT_EQ(relative->attention_backend(2, 16, torch::kFloat32, false), "math");
 }
 
-// The other rotary forms are the element-wise model to float rounding, values and gradients, in
-// every attention form: "matrix" (the naive rotation matrices) and "fused" (one complex multiply,
-// the trainer's choice on CUDA).
-TEST(Model, RotaryVariantsMatchElementwise) {
-  for (const auto rotary : {RotaryImpl::kMatrix, RotaryImpl::kFused}) {
-    const std::string impl = to_string(rotary);
-    for (const std::string attention : {"softmax", "linear"}) {
-      // rotary_value (V rotated too) exists for softmax attention only (config::validate_model).
-      auto o = tiny({"model.attention=" + attention,
-                     std::string("model.rotary_value=") + (attention == "softmax" ? "true" : "false")});
-      torch::manual_seed(3);
-      RoFormerForMaskedLM a(o);
-      torch::manual_seed(3);
-      RoFormerOptions other = o;
-      other.kernels().rotary = rotary;
-      RoFormerForMaskedLM b(other);
-      auto batch = make_batch(o.model().vocab_size);
-      auto la = a->forward(batch.ids, batch.mask, batch.types), lb = b->forward(batch.ids, batch.mask, batch.types);
-      EXPECT_TRUE(torch::allclose(la, lb, 1e-4, 1e-5)) << impl << " " << attention;
-      la.pow(2).mean().backward();
-      lb.pow(2).mean().backward();
-      auto ga = a->parameters(), gb = b->parameters();
-      for (size_t i = 0; i < ga.size(); ++i)
-        EXPECT_TRUE(torch::allclose(ga[i].grad(), gb[i].grad(), 1e-3, 1e-6)) << impl << " " << attention << " " << i;
-    }
+// The fused rotary form (one complex multiply, the default on CUDA), set by the kernel policy on
+// the CPU, is the element-wise model to float rounding, values and gradients, in every attention
+// form. (The naive rotation matrices are checked against the element-wise op in test_rotary.)
+TEST(Model, FusedRotaryMatchesElementwise) {
+  KernelPolicy fused;
+  fused.rotary = RotaryImpl::kFused;
+  for (const std::string attention : {"softmax", "linear"}) {
+    // rotary_value (V rotated too) exists for softmax attention only (config::validate_model).
+    auto o = tiny({"model.attention=" + attention,
+                   std::string("model.rotary_value=") + (attention == "softmax" ? "true" : "false")});
+    torch::manual_seed(3);
+    RoFormerForMaskedLM a(o);
+    torch::manual_seed(3);
+    RoFormerForMaskedLM b(o);
+    auto batch = make_batch(o.model().vocab_size);
+    auto la = a->forward(batch.ids, batch.mask, batch.types);  // the CPU's default: element-wise
+    la.pow(2).mean().backward();
+    const ScopedKernelPolicy scoped(fused);
+    auto lb = b->forward(batch.ids, batch.mask, batch.types);
+    EXPECT_TRUE(torch::allclose(la, lb, 1e-4, 1e-5)) << attention;
+    lb.pow(2).mean().backward();
+    auto ga = a->parameters(), gb = b->parameters();
+    for (size_t i = 0; i < ga.size(); ++i)
+      EXPECT_TRUE(torch::allclose(ga[i].grad(), gb[i].grad(), 1e-3, 1e-6)) << attention << " " << i;
   }
 }
 

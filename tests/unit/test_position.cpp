@@ -44,17 +44,18 @@ RoFormerOptions tiny(const std::string& position, const std::vector<std::string>
 // at `offset`: absolute shifts the rows of the learned table, rotary the rows of the sin/cos table.
 torch::Tensor layer0_scores(RoFormerForMaskedLM& model, const torch::Tensor& ids, int64_t offset) {
   const int64_t T = ids.size(1), N = model->options().model().num_heads, D = model->options().model().hidden_size / N;
-  auto x = model->embeddings->forward(ids, {}, model->embeddings->position_embeddings ? offset : 0);  // (1, T, H)
+  const auto named = roformer::test::parameters_by_name(*model);
+  auto x = model->embeddings->forward(ids, {}, named.count(kAbsoluteName) ? offset : 0);  // (1, T, H)
   auto attention = std::dynamic_pointer_cast<RoFormerLayerImpl>(model->encoder->layers->ptr(0))->self_attention;
   auto heads = [&](const torch::Tensor& t) { return t.view({1, T, N, D}).transpose(1, 2); };  // (1, N, T, D)
   auto q = heads(attention->query->forward(x)), k = heads(attention->key->forward(x));
-  if (model->encoder->embed_positions.defined()) {
-    auto table = model->encoder->embed_positions;  // (P, D)
+  if (named.count(kRotaryName)) {
+    auto table = named.at(kRotaryName);  // (P, D)
     auto [sin_pos, cos_pos] = rotary_sin_cos(table.narrow(0, offset, table.size(0) - offset), T);  // rows offset..
     q = apply_rotary(q, sin_pos, cos_pos);
     k = apply_rotary(k, sin_pos, cos_pos);
   }
-  if (model->encoder->rel_embeddings) {
+  if (named.count("roformer.encoder.rel_embeddings.weight")) {
     // Relative positions have no table to offset: the tokens are placed at positions offset.. of a
     // longer sequence (fixed tokens before them), and its scores among them are taken.
     auto prefix = (torch::arange(offset, torch::kLong) * 7).remainder(49) + 1;     // (offset)
@@ -63,7 +64,8 @@ torch::Tensor layer0_scores(RoFormerForMaskedLM& model, const torch::Tensor& ids
     auto long_heads = [&](const torch::Tensor& t) { return t.view({1, offset + T, N, D}).transpose(1, 2); };
     auto lq = long_heads(attention->query->forward(long_x)), lk = long_heads(attention->key->forward(long_x));
     auto scores = torch::matmul(lq, lk.transpose(-1, -2)) * attention->score_scale() +
-                  attention->relative_scores(lq, lk, model->encoder->layer_inputs(long_x, {}));  // (1, N, T', T')
+                  attention->positions().score_bias(lq, lk, model->encoder->layer_inputs(long_x, {}).positions,
+                                                    attention->is_training());  // (1, N, T', T')
     return scores.narrow(2, offset, T).narrow(3, offset, T);                                       // (1, N, T, T)
   }
   return torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));  // (1, N, T, T)
@@ -153,7 +155,7 @@ TEST(Position, EachOptionRunsForwardAndBackward) {
           for (const auto& p : model->named_parameters())
             EXPECT_TRUE(p.value().grad().defined()) << p.key();
           if (position == "absolute") {
-            auto grad = model->embeddings->position_embeddings->weight.grad();  // (P, E)
+            auto grad = roformer::test::parameters_by_name(*model).at(kAbsoluteName).grad();  // (P, E)
             auto row_norms = grad.abs().sum(1);
             EXPECT_TRUE((row_norms.narrow(0, 0, T) > 0).all().item<bool>());
             EXPECT_EQ(row_norms.narrow(0, T, kPositions - T).sum().item<double>(), 0.0);
@@ -187,9 +189,10 @@ TEST(Position, RotaryScoresDependOnRelativePositionOnlyAbsoluteOnesDoNot) {
   // The relative term is there: without it (content scores only) the scores differ.
   auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(relative->encoder->layers->ptr(0));
   auto x = relative->embeddings->forward(ids);
-  auto bias = layer->self_attention->relative_scores(
+  auto bias = layer->self_attention->positions().score_bias(
       layer->self_attention->query->forward(x).view({1, T, 4, 8}).transpose(1, 2),
-      layer->self_attention->key->forward(x).view({1, T, 4, 8}).transpose(1, 2), relative->encoder->layer_inputs(x, {}));
+      layer->self_attention->key->forward(x).view({1, T, 4, 8}).transpose(1, 2),
+      relative->encoder->layer_inputs(x, {}).positions, layer->self_attention->is_training());
   EXPECT_GT(bias.abs().max().item<double>(), 1e-2);
   // The unshifted scores are those of the model's own forward path (offset 0).
   auto embedded = absolute->embeddings->forward(ids);
@@ -241,15 +244,15 @@ TEST(Position, SequencesBeyondThePositionTable) {
   RoFormerForMaskedLM relative(tiny("disentangled"));
   EXPECT_EQ(relative->forward(torch::ones({1, 4 * kPositions}, torch::kLong)).size(1), 4 * kPositions);
 
-  auto& encoder = rotary->encoder;
-  EXPECT_TRUE(encoder->positions_for(kPositions).is_same(encoder->embed_positions));  // no copy within the table
-  auto extended = encoder->positions_for(4 * kPositions);  // (4P, D)
+  const auto table = roformer::test::parameters_by_name(*rotary).at(kRotaryName);  // (P, D), the buffer
+  EXPECT_TRUE(rotary_rows(table, kPositions, 10000.0).is_same(table));  // no copy within the table
+  auto extended = rotary_rows(table, 4 * kPositions, 10000.0);  // (4P, D)
   ASSERT_EQ(extended.size(0), 4 * kPositions);
-  EXPECT_TRUE(torch::equal(extended.narrow(0, 0, kPositions), encoder->embed_positions));
+  EXPECT_TRUE(torch::equal(extended.narrow(0, 0, kPositions), table));
   // Row m is position m: the extension's rows are those of a table built that long from the start.
-  const int64_t D = encoder->embed_positions.size(1);
+  const int64_t D = table.size(1);
   EXPECT_TRUE(torch::equal(extended, rotary_table(4 * kPositions, D)));
-  EXPECT_FALSE(torch::equal(extended.narrow(0, kPositions, kPositions), encoder->embed_positions));
+  EXPECT_FALSE(torch::equal(extended.narrow(0, kPositions, kPositions), table));
   // A sequence of 4P runs; with attention limited to the first tokens (the rest padding), their
   // logits are those of the short sequence: the extension changes nothing within the table.
   rotary->eval();

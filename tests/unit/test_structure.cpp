@@ -1,12 +1,16 @@
-// The code keeps its shape (issues 14, 23): no function in src/ longer than kMaxLines, except the
-// declarative tables listed below. A newcomer reads the trainer as a list of calls; a function that
-// grows past the limit is split where it has parts, not exempted.
+// The code keeps its shape (issues 14, 23, 37): no function in src/ longer than kMaxLines, except the
+// declarative tables listed below. A newcomer reads the training run as a list of calls; a function
+// that grows past the limit is split where it has parts, not exempted. The bench's switches stay the
+// bench's: only the bench includes train/bench.h, and the kernel policy is read where a choice is
+// made, never threaded through the model as a member or parameter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -120,6 +124,115 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
         << file.string() << ":" << line << " calls remove_all; use roformer::core::remove_tree";
   });
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
+}
+
+// The path of a source below src/ ("train/bench.cpp").
+std::string src_relative(const fs::path& file) {
+  return fs::relative(file, fs::path(roformer::test::source_dir()) / "src").generic_string();
+}
+
+TEST(Structure, OnlyTheBenchIncludesBenchH) {
+  const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
+    if (src_relative(file) == "train/bench.cpp") return;
+    EXPECT_EQ(code.find("#include \"train/bench.h\""), std::string::npos)
+        << file.string() << ":" << line << " includes train/bench.h: what the run shares with the bench belongs "
+        << "elsewhere (core/device.h holds the device peaks)";
+  });
+  EXPECT_GT(scanned, 100);
+}
+
+// A code line with its string literals emptied (no name looked for below is spelled in a string
+// with an escaped quote).
+std::string without_strings(const std::string& code) {
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (code[i] == '"' && (i == 0 || code[i - 1] != '\\')) in_string = !in_string;
+    else if (!in_string) out += code[i];
+  }
+  return out;
+}
+
+// The entries of struct KernelPolicy in model/kernel_policy.h: {type, name}.
+using PolicyEntries = std::vector<std::pair<std::string, std::string>>;
+PolicyEntries kernel_policy_entries() {
+  PolicyEntries out;
+  bool inside = false, done = false;
+  const std::regex field(R"(^\s+(\w+)\s+(\w+)\s*=)");
+  for_each_code_line({"src/model"}, [&](const fs::path& file, int, const std::string& code) {
+    if (file.filename() != "kernel_policy.h" || done) return;
+    if (code.rfind("struct KernelPolicy {", 0) == 0) inside = true;
+    else if (inside && code.rfind("};", 0) == 0) done = true;
+    std::smatch m;
+    if (inside && !done && std::regex_search(code, m, field)) out.emplace_back(m[1], m[2]);
+  });
+  return out;
+}
+
+// What carries a kernel policy entry as a value of its own: a member or parameter of the entry's
+// enum type or, for a bool entry, of its name; the policy itself (KernelPolicy) or the old
+// per-model struct (Kernels) passed around.
+std::vector<std::regex> policy_threading_patterns(const PolicyEntries& entries) {
+  std::vector<std::regex> patterns = {std::regex(R"(\bKernels?\b|\bKernelPolicy\b|\bkernels\(\))")};
+  for (const auto& [type, name] : entries)
+    patterns.emplace_back(type == "bool" ? R"(\bbool\s+)" + name + R"(_?\b)" : R"(\b)" + type + R"(\s*&?\s+\w)");
+  return patterns;
+}
+
+bool threads_policy(const std::string& code, const std::vector<std::regex>& patterns) {
+  const std::string bare = without_strings(code);
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::regex& p) { return std::regex_search(bare, p); });
+}
+
+// The kernel policy is read at the call sites (kernel_policy().entry), not passed through
+// RoFormerOptions, a constructor or a member: outside model/kernel_policy.* and the bench that sets
+// it, no source holds an entry of its own. A new entry is checked without touching this test.
+TEST(Structure, TheKernelPolicyIsReadNotThreaded) {
+  const auto entries = kernel_policy_entries();
+  ASSERT_GE(entries.size(), 5u) << "struct KernelPolicy's entries not found: has its layout changed?";
+  const auto patterns = policy_threading_patterns(entries);
+  std::set<std::string> readers;
+  for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
+    const std::string name = src_relative(file);
+    if (name.rfind("model/kernel_policy.", 0) == 0 || name.rfind("train/bench.", 0) == 0) return;
+    if (code.find("kernel_policy().") != std::string::npos || code.find("rotary_impl(") != std::string::npos)
+      readers.insert(name);
+    EXPECT_FALSE(threads_policy(code, patterns))
+        << name << ":" << line << " " << code << "\n  read the entry where it matters: kernel_policy().ENTRY "
+        << "(model/kernel_policy.h)";
+  });
+  EXPECT_GE(readers.size(), 2u) << "the model no longer reads the kernel policy?";
+}
+
+// The checker itself: the threading that issue 37 removed is found; reading the policy is not.
+TEST(Structure, TheKernelPolicyCheckerFindsThreading) {
+  const auto patterns = policy_threading_patterns(
+      {{"RotaryImpl", "rotary"}, {"bool", "fused_qkv"}, {"bool", "bias_in_gemm"}, {"bool", "dense_head"}});
+  EXPECT_TRUE(threads_policy("struct Options { Kernels kernels; };", patterns));
+  EXPECT_TRUE(threads_policy("torch::Tensor linear(const torch::Tensor& x, bool bias_in_gemm);", patterns));
+  EXPECT_TRUE(threads_policy("  RotaryImpl rotary_impl_;", patterns));
+  EXPECT_TRUE(threads_policy("  bool fused_qkv_;", patterns));
+  EXPECT_TRUE(threads_policy("  void set(const KernelPolicy& p);", patterns));
+  EXPECT_FALSE(threads_policy("  if (kernel_policy().fused_qkv && rotary_impl(x.device()) == RotaryImpl::kFused) {}",
+                              patterns));
+  EXPECT_FALSE(threads_policy("  spdlog::info(\"bool dense_head\");", patterns));
+}
+
+// The position scheme is chosen once (issue 37): model.position's values are compared only where
+// the config names them, where the scheme is looked up (model/position.cpp) and where a Hugging Face
+// family says which scheme it computes (src/hf/). Everything else asks the scheme, so a new scheme
+// touches its own files and these places, not the layers, the exporter or --init-from.
+TEST(Structure, ThePositionSchemeIsChosenInOnePlace) {
+  const std::string use = std::string("Position::") + "k";  // not written whole: this file would match
+  const fs::path root = roformer::test::source_dir();
+  const int scanned = for_each_code_line({"src", "app"}, [&](const fs::path& file, int line, const std::string& code) {
+    const std::string rel = file.lexically_relative(root).generic_string();
+    if (rel.rfind("src/core/config.", 0) == 0 || rel == "src/model/position.cpp" || rel.rfind("src/hf/", 0) == 0)
+      return;
+    EXPECT_EQ(code.find(use), std::string::npos)
+        << rel << ":" << line << " branches on model.position; ask the position scheme (model/position.h)";
+  });
+  EXPECT_GT(scanned, 100) << "too few sources found under " << root;
 }
 
 // The run directory's names are spelled once (checkpoint/run_layout.h; a checkpoint's own files in

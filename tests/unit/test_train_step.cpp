@@ -1,4 +1,4 @@
-// Trainer::train_step on the CPU, through the C++ API with synthetic batches: the fused AdamW kernel
+// The TrainStep on the CPU, through the C++ API with synthetic batches: the fused AdamW kernel
 // (at::_fused_adamw_ on torch::optim::AdamW's own state) against torch::optim::AdamW, and the
 // sync-free step that CUDA runs between logging steps (device-side clipping, the sticky non-finite
 // flag handed to the kernel as found_inf), forced onto the CPU so its logic is tested without a GPU.
@@ -28,18 +28,18 @@ roformer::config::Config tiny(bool fused, double grad_clip) { return tiny_step_c
 // Same init, same batches, same dropout draws (each trainer reseeds on setup): the fused kernel and
 // the per-parameter loop apply the same AdamW update up to float rounding.
 TEST(TrainStep, FusedAdamWMatchesTheLoopImplementation) {
-  auto loop = make_trainer(tiny(false, 1.0));
-  ASSERT_FALSE(loop->uses_fused_adamw());
+  auto loop = make_step(tiny(false, 1.0));
+  ASSERT_FALSE(loop->step->optimizer().fused());
   const auto init = snapshot(*loop);
   std::vector<double> loop_losses;
-  for (int i = 0; i < 6; ++i) loop_losses.push_back(loop->train_step(true).loss);
+  for (int i = 0; i < 6; ++i) loop_losses.push_back(loop->run(true).loss);
   const auto after_loop = snapshot(*loop);
 
-  auto fused = make_trainer(tiny(true, 1.0));
-  ASSERT_TRUE(fused->uses_fused_adamw());
+  auto fused = make_step(tiny(true, 1.0));
+  ASSERT_TRUE(fused->step->optimizer().fused());
   expect_close(snapshot(*fused), init, 0, 0);  // the same initialization
   std::vector<double> fused_losses;
-  for (int i = 0; i < 6; ++i) fused_losses.push_back(fused->train_step(true).loss);
+  for (int i = 0; i < 6; ++i) fused_losses.push_back(fused->run(true).loss);
   const auto after_fused = snapshot(*fused);
 
   EXPECT_GT(max_change(init, after_loop), 1e-2);  // lr 1e-2 for 6 steps: the parameters moved
@@ -53,56 +53,58 @@ TEST(TrainStep, FusedAdamWMatchesTheLoopImplementation) {
 // Clipping active (grad_clip 0.05, far below the gradient norms): sync-free steps clip on the
 // device with min(1, clip / (norm + 1e-6)) and must land where host-side clipping lands.
 TEST(TrainStep, SyncFreeStepsMatchSyncedSteps) {
-  auto synced = make_trainer(tiny(true, 0.05));
+  auto synced = make_step(tiny(true, 0.05));
   std::vector<double> norms;
   for (int i = 0; i < 5; ++i) {
-    const auto r = synced->train_step(true);
+    const auto r = synced->run(true);
     ASSERT_TRUE(r.synced);
     norms.push_back(r.grad_norm);
   }
   for (double n : norms) EXPECT_GT(n, 0.05);  // so every step was clipped
   const auto want = snapshot(*synced);
 
-  auto free = make_trainer(tiny(true, 0.05), /*sync_free_on_cpu=*/true);
+  auto free = make_step(tiny(true, 0.05), sync_free_on_cpu());
+  EXPECT_EQ(free->step->mode(), roformer::train::StepMode::kSyncFree);
   for (int i = 0; i < 4; ++i) {
-    const auto r = free->train_step(false);
+    const auto r = free->run(false);
     EXPECT_FALSE(r.synced) << "step " << i + 1;
   }
-  const auto last = free->train_step(true);  // a logging step reads back as usual
+  const auto last = free->run(true);  // a logging step reads back as usual
   EXPECT_TRUE(last.synced);
   EXPECT_TRUE(last.finite);
   EXPECT_NEAR(last.grad_norm, norms.back(), 1e-4 * norms.back());
   expect_close(snapshot(*free), want, 1e-5, 1e-6);
 
-  // Without the test switch a CPU step always reads back.
-  auto plain = make_trainer(tiny(true, 0.05));
-  EXPECT_TRUE(plain->train_step(false).synced);
+  // Without the test switch a CPU step always reads back: its mode says so once.
+  auto plain = make_step(tiny(true, 0.05));
+  EXPECT_EQ(plain->step->mode(), roformer::train::StepMode::kSynced);
+  EXPECT_TRUE(plain->run(false).synced);
 }
 
 // A non-finite value in a sync-free step: nothing is read back, so the step cannot stop itself; the
 // device flag makes the fused kernel skip the update (every parameter keeps its value, bit for
 // bit), and the next synced step reports it as coming from an earlier step.
 TEST(TrainStep, NonFiniteSyncFreeStepUpdatesNothingAndIsReportedAtTheNextSync) {
-  auto t = make_trainer(tiny(true, 1.0), /*sync_free_on_cpu=*/true);
-  ASSERT_FALSE(t->train_step(false).synced);
+  auto t = make_step(tiny(true, 1.0), sync_free_on_cpu());
+  ASSERT_FALSE(t->run(false).synced);
   // Poison one weight every position uses (the first layer's query projection).
   size_t poisoned = 0;
   {
-    const auto named = t->model()->named_parameters();
+    const auto named = t->step->model()->named_parameters();
     while (poisoned < named.size() && named[poisoned].key().find("query.weight") == std::string::npos) ++poisoned;
     ASSERT_LT(poisoned, named.size());
     torch::NoGradGuard no_grad;
     named[poisoned].value().view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
   }
   const auto before = snapshot(*t);
-  const auto r = t->train_step(false);
+  const auto r = t->run(false);
   EXPECT_FALSE(r.synced);
   const auto after = snapshot(*t);
   for (size_t i = 0; i < before.size(); ++i)
     EXPECT_TRUE(torch::equal(before[i].nan_to_num(0), after[i].nan_to_num(0))) << "parameter " << i << " was updated";
   EXPECT_TRUE(std::isnan(after[poisoned].view(-1)[0].item<float>()));
 
-  const auto reported = t->train_step(true);
+  const auto reported = t->run(true);
   EXPECT_TRUE(reported.synced);
   EXPECT_FALSE(reported.finite);
   EXPECT_TRUE(reported.nonfinite_earlier);
@@ -110,26 +112,29 @@ TEST(TrainStep, NonFiniteSyncFreeStepUpdatesNothingAndIsReportedAtTheNextSync) {
   for (size_t i = 0; i < before.size(); ++i)
     EXPECT_TRUE(torch::equal(before[i].nan_to_num(0), still[i].nan_to_num(0))) << "parameter " << i;
   // One update was applied (the first step): the count a checkpoint would save says so, not 2.
-  EXPECT_EQ(t->adamw_step_count(), 1);
+  EXPECT_EQ(t->step->optimizer().step_count(), 1);
 }
 
-// The plan's fault injection, set by the test itself (no environment): an infinite gradient at the
-// loop's next step (train_step alone does not advance the loop's counter, so that is step 1 on every
-// call) makes the step non-finite and applies nothing; without the fault the same step updates.
+// The step's fault injection, set by the test itself (no environment): an infinite gradient at the
+// first step makes it non-finite and applies nothing (the step still counts it, as the run counts a
+// skipped one); the second step, and the same step without the fault, update.
 TEST(TrainStep, PlannedNonFiniteGradientFaultSkipsTheUpdate) {
-  auto plan = roformer::test::step_plan(tiny(true, 1.0));
-  plan.faults.nonfinite_grad_at_step = 1;
-  roformer::train::Trainer faulty(std::move(plan));
-  const auto before = snapshot(faulty);
-  const auto r = faulty.train_step(true);
+  roformer::train::StepOptions options;
+  options.faults.nonfinite_grad_at_step = 1;
+  auto faulty = make_step(tiny(true, 1.0), options);
+  const auto before = snapshot(*faulty);
+  const auto r = faulty->run(true);
   EXPECT_FALSE(r.finite);
   EXPECT_TRUE(std::isinf(r.grad_norm)) << r.grad_norm;
-  EXPECT_EQ(max_change(before, snapshot(faulty)), 0.0);
-  EXPECT_EQ(faulty.adamw_step_count(), 0);
+  EXPECT_EQ(max_change(before, snapshot(*faulty)), 0.0);
+  EXPECT_EQ(faulty->step->optimizer().step_count(), 0);
+  EXPECT_EQ(faulty->step->steps_done(), 1);
+  EXPECT_TRUE(faulty->run(true).finite);
+  EXPECT_EQ(faulty->step->optimizer().step_count(), 1);
 
-  auto healthy = make_trainer(tiny(true, 1.0));
-  EXPECT_TRUE(healthy->train_step(true).finite);
-  EXPECT_EQ(healthy->adamw_step_count(), 1);
+  auto healthy = make_step(tiny(true, 1.0));
+  EXPECT_TRUE(healthy->run(true).finite);
+  EXPECT_EQ(healthy->step->optimizer().step_count(), 1);
 }
 
 // ---- bf16 parameters with fp32 master weights (train.param_dtype: bf16) ----------------------------
@@ -262,15 +267,15 @@ TEST(MasterWeights, NonFiniteStepChangesNothing) {
 // parameters 3.3%, 2.7%, 2.9%); over 8 steps at lr 1e-2 the losses stay within 1% (measured 0.34%). The weights themselves are not compared:
 // on random tokens most gradients are noise, whose sign AdamW's normalized update follows.
 TEST(MasterWeights, TrainStepTracksFp32) {
-  auto fp32 = make_trainer(tiny_step_config(true, 1.0));
-  auto bf16 = make_trainer(tiny_step_config(true, 1.0, "cpu", "bf16", {"train.param_dtype=bf16"}));
-  ASSERT_NE(bf16->compute_model().ptr(), bf16->model().ptr());
-  ASSERT_EQ(fp32->compute_model().ptr(), fp32->model().ptr());
+  auto fp32 = make_step(tiny_step_config(true, 1.0));
+  auto bf16 = make_step(tiny_step_config(true, 1.0, "cpu", "bf16", {"train.param_dtype=bf16"}));
+  ASSERT_NE(bf16->step->compute_model().ptr(), bf16->step->model().ptr());
+  ASSERT_EQ(fp32->step->compute_model().ptr(), fp32->step->model().ptr());
   const auto init = snapshot(*fp32);
   expect_close(snapshot(*bf16), init, 0, 0);  // the masters start as the fp32 weights
   double worst = 0;
   for (int i = 0; i < 8; ++i) {
-    const auto a = fp32->train_step(true), b = bf16->train_step(true);
+    const auto a = fp32->run(true), b = bf16->run(true);
     worst = std::max(worst, std::abs(a.loss - b.loss) / a.loss);
     EXPECT_NEAR(b.loss, a.loss, 1e-2 * a.loss) << "step " << i + 1;
     if (i == 0) {
@@ -279,18 +284,18 @@ TEST(MasterWeights, TrainStepTracksFp32) {
     }
   }
   EXPECT_GT(max_change(init, snapshot(*bf16)), 0.05);  // the masters moved (lr 1e-2, 8 steps)
-  for (const auto& p : bf16->model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat32);
-  for (const auto& p : bf16->compute_model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kBFloat16);
+  for (const auto& p : bf16->step->model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat32);
+  for (const auto& p : bf16->step->compute_model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kBFloat16);
   std::cout << "largest relative loss difference bf16 parameters vs fp32 over 8 steps: " << worst << "\n";
-  EXPECT_EQ(bf16->adamw_step_count(), 8);
+  EXPECT_EQ(bf16->step->optimizer().step_count(), 8);
 }
 
 // On the CPU, param_dtype auto trains as before: fp32 parameters under bf16 autocast, no copy.
 TEST(MasterWeights, AutoIsAutocastOnTheCpu) {
-  auto t = make_trainer(tiny_step_config(true, 1.0, "cpu", "bf16"));
-  EXPECT_EQ(t->config().train.param_dtype, roformer::config::ParamDtype::kFp32);
-  EXPECT_EQ(t->compute_model().ptr(), t->model().ptr());
-  EXPECT_EQ(t->cuda_graphs(), nullptr);  // and no CUDA graphs off CUDA, whatever train.cuda_graph says
+  auto t = make_step(tiny_step_config(true, 1.0, "cpu", "bf16"));
+  EXPECT_EQ(t->step->config().train.param_dtype, roformer::config::ParamDtype::kFp32);
+  EXPECT_EQ(t->step->compute_model().ptr(), t->step->model().ptr());
+  EXPECT_EQ(t->step->cuda_graphs(), nullptr);  // and no CUDA graphs off CUDA, whatever train.cuda_graph says
 }
 
 // The memory check counts the bf16 copy and its gradients on top of the fp32 masters and their state.

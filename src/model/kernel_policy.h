@@ -1,0 +1,79 @@
+// The kernel policy: how the model computes, never what. One process-wide value, read where the
+// choice is made (model/layers.cpp, model/roformer.cpp); nothing is passed through RoFormerOptions
+// or a constructor, and parameters, checkpoints and Hugging Face names are the same for every
+// policy. The defaults are the measured-best path for each device (docs/benchmarks.md): on the CPU
+// the reference kernels, bit-identical to the golden values; on CUDA the fast paths of issue 13.
+// The alternatives exist to be measured again: `roformer bench` sets them once, before the model is
+// built (--rotary, --separate-qkv, --separate-bias-add, --dense-head, --attention-kernel); tests
+// switch with ScopedKernelPolicy, which puts the previous policy back. Set it before a model runs:
+// a captured CUDA graph replays the kernels of the policy it was captured under.
+//
+// Adding an entry (e.g. a fused kernel of the GPU work, off until measured) is one field below with
+// its default and a comment naming the call site and what it replaces; the call site reads
+// kernel_policy().field (and x.is_cuda() when it is a CUDA path). Beside it, and nowhere else: the
+// `roformer bench` flag that sets it and the key of its record (train/bench.cpp), and a test that
+// compares the entry with the default path under ScopedKernelPolicy (tests/unit for what runs on
+// the CPU, tests/gpu for the device).
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <optional>
+#include <string>
+
+namespace roformer::model {
+
+// How the rotation of q and k is computed. Both forms give the same function (up to float rounding);
+// the naive rotation matrices (model/rotary.h apply_rotary_matrix) are a reference, never run here.
+enum class RotaryImpl {
+  kAuto,         // fused on CUDA, element-wise on the CPU
+  kElementwise,  // x cos + rotate_half(x) sin (HF's form; bit-identical to the golden values on the CPU)
+  kFused,        // the same rotation as one fp32 complex multiply, rounded once: fewer kernels
+};
+// "auto" | "elementwise" | "fused" (nullopt for another name), and back.
+std::optional<RotaryImpl> rotary_impl_named(const std::string& name);
+std::string to_string(RotaryImpl impl);
+
+// The scaled-dot-product-attention kernels LibTorch may pick from (its process-wide flags).
+enum class AttentionKernel { kAuto, kFlash, kCudnn, kEfficient, kMath };
+// "auto" | "flash" | "cudnn" | "efficient" | "math" (nullopt for another name).
+std::optional<AttentionKernel> attention_kernel_named(const std::string& name);
+
+struct KernelPolicy {
+  // RoFormerSelfAttention's rotation of q and k (and v with model.rotary_value).
+  RotaryImpl rotary = RotaryImpl::kAuto;
+  // CUDA: q, k and v from one (3H x H) GEMM of the three weights concatenated per forward
+  // (RoFormerSelfAttention::forward) instead of three GEMMs. The CPU always runs the three (its
+  // results stay bit-identical to the reference).
+  bool fused_qkv = true;
+  // CUDA: every Linear runs ATen's linear, the bias added inside the GEMM (model/layers.h `linear`),
+  // instead of nn::Linear's matmul and then `+= bias`. The CPU keeps the reference F::linear.
+  bool bias_in_gemm = true;
+  // forward_sparse runs the MLM head on all B*T positions and then gathers the predicted rows: the
+  // cost the sparse head avoids (bench --dense-head). The logits are the same.
+  bool dense_head = false;
+  // Only this SDPA kernel is allowed (LibTorch's global flags, set by set_kernel_policy); kAuto
+  // leaves LibTorch's choice.
+  AttentionKernel attention = AttentionKernel::kAuto;
+};
+
+// The policy in force (the defaults unless set).
+const KernelPolicy& kernel_policy();
+// Replaces the policy for the whole process and applies its attention restriction.
+void set_kernel_policy(const KernelPolicy& policy);
+// The rotary form the policy gives tensors on `device` (kAuto resolved: never kAuto).
+RotaryImpl rotary_impl(const c10::Device& device);
+
+// Sets a policy for as long as it lives, then puts the previous one back (tests).
+class ScopedKernelPolicy {
+ public:
+  explicit ScopedKernelPolicy(const KernelPolicy& policy) : saved_(kernel_policy()) { set_kernel_policy(policy); }
+  ~ScopedKernelPolicy() { set_kernel_policy(saved_); }
+  ScopedKernelPolicy(const ScopedKernelPolicy&) = delete;
+  ScopedKernelPolicy& operator=(const ScopedKernelPolicy&) = delete;
+
+ private:
+  KernelPolicy saved_;
+};
+
+}  // namespace roformer::model

@@ -1,0 +1,47 @@
+// The size of a model's tensors from its options; see size.h.
+#include "model/size.h"
+
+#include <algorithm>
+
+#include "model/options.h"
+
+namespace roformer::model {
+
+double ModelSize::parameters() const {
+  double n = 0;
+  for (const auto& p : parts) n += p.parameters;
+  return n;
+}
+
+double ModelSize::buffer_bytes() const {
+  double n = 0;
+  for (const auto& p : parts) n += p.buffer_bytes;
+  return n;
+}
+
+std::string ModelSize::largest_key(double bytes_per_parameter) const {
+  auto bytes = [&](const TableSize& p) { return p.parameters * bytes_per_parameter + p.buffer_bytes; };
+  const auto it = std::max_element(parts.begin(), parts.end(),
+                                   [&](const TableSize& a, const TableSize& b) { return bytes(a) < bytes(b); });
+  return it == parts.end() ? std::string() : it->key;
+}
+
+ModelSize model_size(const RoFormerOptions& options, const std::string& vocab_key) {
+  const auto& m = options.model();
+  // double throughout: the products of absurd values overflow 64-bit integers.
+  const double V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.hidden_size);
+  const double E = static_cast<double>(options.embedding_size()), I = static_cast<double>(m.intermediate_size);
+  const double L = static_cast<double>(m.num_layers);
+  const double attention = 4 * (H * H + H), layer_norms = 2 * 2 * H;
+  const double embeddings = 2 * E + (E < H ? E * H + H : 0), head = H * E + 3 * E;
+  const double final_norm = m.norm == config::Norm::kPre ? 2 * H : 0;
+  ModelSize size;
+  size.parts = {{vocab_key, V * E + V, 0.0},
+                {"model.type_vocab_size", static_cast<double>(m.type_vocab_size) * E, 0.0},
+                {"model.hidden_size", L * (attention + layer_norms + H) + embeddings + head + final_norm, 0.0},
+                {"model.intermediate_size", L * (2 * H * I + I), 0.0}};
+  for (auto& table : make_position_scheme(options)->tables()) size.parts.push_back(std::move(table));
+  return size;
+}
+
+}  // namespace roformer::model

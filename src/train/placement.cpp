@@ -1,0 +1,47 @@
+// The device and process group of a training process; see train/placement.h.
+#include "train/placement.h"
+
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "dist/process_group.h"
+#include "train/memory_check.h"
+
+namespace roformer::train {
+
+Placement::Placement(config::Config& cfg, const dist::DistEnv& env) : env_(env) {
+  device_ = core::resolve_device(cfg.train.device, "train.device");
+  config::resolve_param_dtype(cfg, device_.is_cuda());  // before config.yaml is written
+  if (env.distributed() && device_.is_cuda()) {  // each rank drives the GPU of its LOCAL_RANK
+    const auto visible = static_cast<int>(torch::cuda::device_count());
+    if (env.local_rank >= visible)
+      throw Error(fmt::format("LOCAL_RANK is {} but this node has {} visible CUDA device(s): start at most {} "
+                              "process(es) per node (torchrun --nproc-per-node)", env.local_rank, visible, visible));
+    device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+  }
+  core::use_device(device_);
+  dist::ProcessGroupOptions o;
+  o.backend = cfg.distributed.backend;
+  o.timeout = std::chrono::seconds(cfg.distributed.timeout_s);
+  group_ = std::make_unique<dist::ProcessGroup>(env, device_, o);  // world of one: no store, identity collectives
+  if (env.distributed())
+    spdlog::info("data-parallel run: {} processes (launched by {}), {} backend, rendezvous {}:{}; this is rank 0 on {}",
+                 env.world_size, env.launcher, group_->backend(), env.master_addr, env.master_port, device_.str());
+  if (cfg.train.precision == config::Precision::kFp16 && !device_.is_cuda())
+    throw Error("train.precision fp16 needs CUDA; use fp32 or bf16 on the CPU");
+  if (cfg.train.num_threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.num_threads));
+  // Before the data and the model are built; the vocabulary is the configured one until the tokenizer is loaded.
+  check_training_memory(cfg, cfg.model.vocab_size > 0 ? cfg.model.vocab_size : cfg.tokenizer.vocab_size,
+                        core::device_memory_bytes(device_), device_.str());
+}
+
+Placement::~Placement() = default;
+
+}  // namespace roformer::train
