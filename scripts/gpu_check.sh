@@ -17,6 +17,13 @@
 #        ctest -L gpu (every GPU test; logs in LOGDIR/ctest.log), then the benchmark matrix
 #        (LOGDIR/bench_*.json, *.log) and, last, the table (also LOGDIR/table.md).
 #   `scripts/gpu_check.sh all LOGDIR` does build + check in one call where time allows.
+#   `scripts/gpu_check.sh kernels LOGDIR` (one call, prebuilt kit, <= 5 minutes: issue 38's device
+#        check): every GPU test binary (test_gpu_kernels first), compute-sanitizer (memcheck,
+#        initcheck) on the fused kernels' tiny shapes, and the fused kernels' micro-benchmark against
+#        their ATen paths (roformer_kernels_bench: us per call, GB/s next to the 3 TB/s floor, GPU
+#        ops per call); LOGDIR/summary.md says it all in one page. `kernels LOGDIR --dry-run` (any
+#        machine) checks the kit, prints the plan with each step's time limit and the bytes/floors
+#        table, and runs nothing on a GPU.
 #   `scripts/gpu_check.sh variants LOGDIR` (after check, same machine): ours only, each CUDA fast path
 #        on its own, each attention kernel, larger batches and the position schemes (issue 25: what
 #        absolute and disentangled cost next to rotary) (LOGDIR/variants.{jsonl,md}); VARIANTS_FILE
@@ -24,8 +31,9 @@
 #
 # Prebuilt (saves the device build, ~5 min of the 30-minute budget, on every machine start):
 #   here:  make build && scripts/gpu_check.sh pack --bin [--brown]
-#        also copies build/roformer and the GPU test binaries (built here against the same
-#        torch 2.11.0 CUDA 13 wheel; they need glibc >= 2.34) into .gpu-kit/bin.
+#        also copies build/roformer, the GPU test binaries and roformer_kernels_bench (built here
+#        against the same torch 2.11.0 CUDA 13 wheel; they need glibc >= 2.34) into .gpu-kit/bin, and
+#        downloads compute-sanitizer (PyPI's nvidia-cuda-sanitizer-api, 14 MB) into .gpu-kit/wheels.
 #   GPU machine, one call:  scripts/gpu_check.sh check LOGDIR
 #        with no build-gpu/ there, check runs the kit's binaries: it links this checkout to the
 #        source path the tests were built with (when that path is free) and runs each GPU test
@@ -45,7 +53,7 @@ PKGS="libsentencepiece0 libsentencepiece-dev libyaml-cpp0.7 libyaml-cpp-dev libs
       libfmt9 libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest nlohmann-json3-dev"
 
 say() { printf '[gpu_check] %s\n' "$*"; }
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
 pack_bin() {
   local b="$ROOT/build"
@@ -53,6 +61,13 @@ pack_bin() {
   grep -q "ROFORMER_WITH_CUDA\|CUDA LibTorch" "$b/CMakeCache.txt" 2>/dev/null || say "warning: is build/ configured against the CUDA LibTorch?"
   rm -rf "$KIT/bin" && mkdir -p "$KIT/bin"
   cp "$b/roformer" "$b"/tests/test_gpu_* "$KIT/bin/"
+  [ -x "$b/roformer_kernels_bench" ] && cp "$b/roformer_kernels_bench" "$KIT/bin/"
+  # compute-sanitizer for `kernels` (the device has no registry): the wheel of the torch's CUDA major
+  local venv; venv="$(bash "$ROOT/scripts/setup.sh" venv)"
+  mkdir -p "$KIT/wheels"
+  ls "$KIT"/wheels/nvidia_cuda_sanitizer_api-13.* >/dev/null 2>&1 \
+    || "$venv/bin/pip" download --no-deps -q "nvidia-cuda-sanitizer-api==13.0.*" -d "$KIT/wheels" \
+    || say "warning: no compute-sanitizer wheel downloaded; kernels will use the device's own, if any"
   echo "$ROOT" >"$KIT/bin/source_dir"  # ROFORMER_TEST_SOURCE_DIR baked into the tests
   echo "$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo +uncommitted)" >"$KIT/bin/commit"
 }
@@ -231,6 +246,21 @@ for line in open(sys.argv[1]):
 PY
 }
 
+# With no build of this machine (BUILD) and a kit with binaries: use those (returns 0), linking this
+# checkout to the source path the tests were built with (when that path is free); BUILD becomes
+# build/, where the tests' baked ROFORMER_TEST_BIN points.
+use_kit_binaries() {
+  [ ! -x "$BUILD/roformer" ] && [ -x "$KIT/bin/roformer" ] || return 1
+  local src; src="$(cat "$KIT/bin/source_dir")"
+  say "no $BUILD: using the kit's prebuilt binaries (commit $(cat "$KIT/bin/commit"), built with source dir $src)"
+  if [ "$src" != "$ROOT" ]; then
+    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"; }
+    [ "$(cd "$src" && pwd -P)" = "$(cd "$ROOT" && pwd -P)" ] || { echo "$src exists and is not this checkout: the prebuilt tests cannot find their files"; exit 1; }
+  fi
+  mkdir -p "$ROOT/build" && cp "$KIT/bin/roformer" "$ROOT/build/roformer"
+  BUILD="$ROOT/build"
+}
+
 check() {
   local log="${1:-}"
   [ -n "$log" ] || { echo "check needs LOGDIR (where the logs go)"; usage 1; }
@@ -238,17 +268,7 @@ check() {
   log="$(cd "$log" && pwd)"
   env_setup
   local prebuilt=0
-  if [ ! -x "$BUILD/roformer" ] && [ -x "$KIT/bin/roformer" ]; then
-    prebuilt=1
-    local src; src="$(cat "$KIT/bin/source_dir")"
-    say "no $BUILD: using the kit's prebuilt binaries (commit $(cat "$KIT/bin/commit"), built with source dir $src)"
-    if [ "$src" != "$ROOT" ]; then
-      [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"; }
-      [ "$(cd "$src" && pwd -P)" = "$(cd "$ROOT" && pwd -P)" ] || { echo "$src exists and is not this checkout: the prebuilt tests cannot find their files"; exit 1; }
-    fi
-    mkdir -p "$ROOT/build" && cp "$KIT/bin/roformer" "$ROOT/build/roformer"  # the tests' baked ROFORMER_TEST_BIN
-    BUILD="$ROOT/build"
-  fi
+  use_kit_binaries && prebuilt=1
   [ -x "$BUILD/roformer" ] || { echo "no $BUILD/roformer: run 'scripts/gpu_check.sh build' first (same machine)"; exit 1; }
   nvidia-smi >"$log/nvidia-smi.txt" 2>&1 || true
   local tests_status=0
@@ -274,10 +294,120 @@ check() {
   [ "$tests_status" = 0 ] || { say "GPU tests FAILED (exit $tests_status): $log/ctest.log"; exit "$tests_status"; }
 }
 
+# ---- kernels: issue 38's one device call (prebuilt kit; <= 5 minutes; LOGDIR/summary.md) ----------
+# Each step runs under `timeout` with its limit (seconds), so one hang cannot eat the call.
+# Worst case with these defaults: 70 + 2 x 55 + 2 x 35 + 40 = 290 s, plus unpacking the kit.
+KERNEL_TEST_LIMIT="${KERNEL_TEST_LIMIT:-70}"      # test_gpu_kernels
+OTHER_TEST_LIMIT="${OTHER_TEST_LIMIT:-55}"        # each other GPU test binary (test_gpu_step, test_gpu_train)
+SANITIZER_LIMIT="${SANITIZER_LIMIT:-35}"          # per compute-sanitizer tool
+BENCH_LIMIT="${BENCH_LIMIT:-40}"                  # the kernels' micro-benchmark
+SANITIZER_TOOLS="${SANITIZER_TOOLS:-memcheck initcheck}"
+SANITIZER_FILTER="KernelsOnCuda.TinyShapesForTheSanitizer"
+
+# A compute-sanitizer: the machine's, else the kit's wheel unpacked into $DEPS/sanitizer.
+find_sanitizer() {
+  local s
+  for s in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -n "$s" ] && [ -x "$s" ] && { echo "$s"; return 0; }
+  done
+  local wheel; wheel="$(ls "$KIT"/wheels/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | head -1)"
+  [ -n "$wheel" ] || return 1
+  [ -x "$DEPS/sanitizer/nvidia/cu13/bin/compute-sanitizer" ] || [ "${DRY_RUN:-0}" = 1 ] \
+    || python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$wheel" "$DEPS/sanitizer"
+  chmod +x "$DEPS/sanitizer/nvidia/cu13/bin/compute-sanitizer" 2>/dev/null || true
+  echo "$DEPS/sanitizer/nvidia/cu13/bin/compute-sanitizer"
+}
+
+# The GPU test binaries, the kernels' first (the newest code), then the rest as the kit has them.
+kernel_test_binaries() {
+  local dir="$1"
+  [ -x "$dir/test_gpu_kernels" ] && echo "$dir/test_gpu_kernels"
+  local t; for t in "$dir"/test_gpu_*; do [ "$(basename "$t")" = test_gpu_kernels ] || echo "$t"; done
+}
+
+test_limit() { [ "$(basename "$1")" = test_gpu_kernels ] && echo "$KERNEL_TEST_LIMIT" || echo "$OTHER_TEST_LIMIT"; }
+
+kernels_plan() {  # logdir bindir sanitizer
+  local t
+  echo "plan (limits in seconds; the whole call stays under 5 minutes with these defaults):"
+  for t in $(kernel_test_binaries "$2"); do echo "  timeout $(test_limit "$t") $t  >> $1/tests.log"; done
+  for t in $SANITIZER_TOOLS; do
+    echo "  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $SANITIZER_LIMIT ${3:-compute-sanitizer} --tool $t --error-exitcode 9 \\"
+    echo "      $2/test_gpu_kernels --gtest_filter=$SANITIZER_FILTER  > $1/sanitizer_$t.log"
+  done
+  echo "  timeout $BENCH_LIMIT $2/roformer_kernels_bench --json $1/kernels_bench.json  > $1/kernels_bench.md"
+  echo "  then $1/summary.md: the machine, each binary's result and failed cases, each sanitizer's summary, the table"
+}
+
+kernels() {
+  local log="${1:-}"
+  [ -n "$log" ] || { echo "kernels needs LOGDIR (where the logs and summary.md go)"; usage 1; }
+  [ "${2:-}" = "--dry-run" ] && DRY_RUN=1
+  mkdir -p "$log" && log="$(cd "$log" && pwd)"
+  local bin="$KIT/bin" san start=$SECONDS
+  [ -x "$bin/test_gpu_kernels" ] || { echo "no $bin/test_gpu_kernels: here, run 'make build && scripts/gpu_check.sh pack --bin' and carry .gpu-kit"; exit 1; }
+  [ -x "$bin/roformer_kernels_bench" ] || say "warning: no $bin/roformer_kernels_bench in the kit: no micro-benchmark"
+  san="$(find_sanitizer)" || say "warning: no compute-sanitizer on this machine or in the kit: the sanitizer step is skipped"
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    say "dry run: kit commit $(cat "$bin/commit" 2>/dev/null), $(kernel_test_binaries "$bin" | wc -l) GPU test binaries, sanitizer ${san:-none}"
+    kernels_plan "$log" "$bin" "$san"
+    [ -x "$bin/roformer_kernels_bench" ] && "$bin/roformer_kernels_bench" --dry-run
+    return 0
+  fi
+  env_setup
+  use_kit_binaries || true
+  nvidia-smi >"$log/nvidia-smi.txt" 2>&1 || true
+  kernels_run "$log" "$bin" "$san"
+  kernels_summary "$log" "$((SECONDS - start))" | tee "$log/summary.md"
+}
+
+kernels_run() {  # logdir bindir sanitizer: writes tests.log, results.txt, sanitizer_*.log, kernels_bench.*
+  local log="$1" bin="$2" san="$3" t rc t0
+  : >"$log/tests.log"; : >"$log/results.txt"
+  for t in $(kernel_test_binaries "$bin"); do
+    say "$(basename "$t") (limit $(test_limit "$t")s)"
+    rc=0; t0=$SECONDS
+    timeout "$(test_limit "$t")" "$t" --gtest_color=no >>"$log/tests.log" 2>&1 || rc=$?
+    echo "$(basename "$t") $rc $((SECONDS - t0))" >>"$log/results.txt"
+  done
+  if [ -n "$san" ]; then
+    for t in $SANITIZER_TOOLS; do
+      say "compute-sanitizer --tool $t (limit ${SANITIZER_LIMIT}s)"
+      t0=$SECONDS
+      rc=0  # PyTorch's caching allocator off: each tensor its own allocation, so memcheck sees any overrun
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$SANITIZER_LIMIT" "$san" --tool "$t" --error-exitcode 9 --print-limit 20 \
+        "$bin/test_gpu_kernels" --gtest_filter="$SANITIZER_FILTER" --gtest_color=no >"$log/sanitizer_$t.log" 2>&1 || rc=$?
+      echo "sanitizer_$t $rc $((SECONDS - t0))" >>"$log/results.txt"
+    done
+  fi
+  if [ -x "$bin/roformer_kernels_bench" ]; then
+    say "roformer_kernels_bench (limit ${BENCH_LIMIT}s)"
+    t0=$SECONDS
+    rc=0
+    timeout "$BENCH_LIMIT" "$bin/roformer_kernels_bench" --json "$log/kernels_bench.json" >"$log/kernels_bench.md" 2>&1 || rc=$?
+    echo "kernels_bench $rc $((SECONDS - t0))" >>"$log/results.txt"
+  fi
+}
+
+kernels_summary() {  # logdir seconds
+  local log="$1" name rc secs r
+  echo "# scripts/gpu_check.sh kernels: $(head -1 "$log/nvidia-smi.txt" 2>/dev/null | cut -c1-60)"
+  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); kit commit $(cat "$KIT/bin/commit" 2>/dev/null); $2 s in all"
+  echo; echo "| step | result | seconds |"; echo "|---|---|---:|"
+  while read -r name rc secs; do
+    case $rc in 0) r=passed ;; 77) r="skipped (no GPU)" ;; 124) r="TIMED OUT" ;; 9) r="ERRORS found" ;; *) r="FAILED (exit $rc)" ;; esac
+    echo "| $name | $r | $secs |"
+  done <"$log/results.txt"
+  echo; echo "Failed cases:"; grep -E "^\[  FAILED  \] [A-Za-z]" "$log/tests.log" | sort -u || echo "none"
+  for f in "$log"/sanitizer_*.log; do [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E "ERROR SUMMARY" "$f" | tail -1)"; done
+  echo; cat "$log/kernels_bench.md" 2>/dev/null || true
+}
+
 case "${1:-}" in
   pack) shift; pack "$@" ;;
   build) build ;;
   check) shift; check "$@" ;;
+  kernels) shift; kernels "$@" ;;
   variants) shift; [ -n "${1:-}" ] || usage 1; mkdir -p "$1"; env_setup; [ -x "$BUILD/roformer" ] || BUILD="$ROOT/build"; variants "$1" ;;
   all) shift; build && check "$@" ;;
   -h|--help|help) usage 0 ;;
