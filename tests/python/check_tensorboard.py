@@ -29,10 +29,11 @@ from tensorboard.backend.event_processing import event_accumulator, event_file_l
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
-# metrics.jsonl (type, field) -> tag: the spec of src/train/tensorboard_sink.cpp's table.
+# metrics.jsonl (type, field) -> tag: the spec of src/metrics/records.h's field lists.
 TAGS = {
     ("train", "loss"): "train/loss", ("train", "loss_avg"): "train/loss_avg",
-    ("train", "accuracy"): "train/accuracy", ("train", "lr"): "train/lr", ("train", "grad_norm"): "train/grad_norm",
+    ("train", "accuracy"): "train/accuracy", ("train", "accuracy_avg"): "train/accuracy_avg",
+    ("train", "lr"): "train/lr", ("train", "grad_norm"): "train/grad_norm",
     ("train", "tokens_per_s"): "train/tokens_per_s", ("train", "mfu"): "train/mfu",
     ("train", "loss_scale"): "train/loss_scale",
     ("eval", "loss"): "eval/loss", ("eval", "accuracy"): "eval/accuracy", ("eval", "perplexity"): "eval/perplexity",
