@@ -14,7 +14,8 @@
 #   SHARED_DIR   the folder holding data/brown (default: ../shared beside this checkout)
 #
 # Needs root, Debian's archive and PyPI; installs podman, runc and debootstrap when missing. The
-# build downloads about 3 GB (torch) and compiles the program: 20-40 minutes on 2 cores. Not part of
+# build downloads about 3 GB (torch) and compiles the program (most of the time; README says what a
+# loaded 2-core machine took). Not part of
 # .ci/run for that reason; run it after changing the Dockerfile or what set-up installs.
 # This sandbox's quirks, which a plain host does not need but tolerates: `podman build --isolation
 # chroot` and `podman run --runtime runc` with raised nofile/nproc limits (crun cannot raise

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/run_dir_names.h"
 #include "data/corpus.h"
 #include "data/corpus_format.h"
 #include "data/tokenizer.h"
@@ -35,7 +36,7 @@ bool is_pattern(const std::string& entry) { return entry.find_first_of("*?[") !=
 std::string roformer_output_kind(const fs::path& dir) {
   std::error_code ec;
   auto has = [&](const char* name) { return fs::exists(dir / name, ec); };
-  if (has(".lock")) return "a roformer run directory";  // RunDirLock's file (checkpoint/run_layout.h)
+  if (has(core::kRunLockFile)) return "a roformer run directory";
   if (is_prepared_dir(dir.string())) return "a prepared corpus";
   if (has(kTokenizerModelFile) && has(kTokenizerSettingsFile)) return "a tokenizer of `roformer tokenizer train`";
   if (has("config.json") && has("model.safetensors")) return "a model export";

@@ -28,6 +28,9 @@
 namespace roformer::kernels {
 
 enum class Backend { kAten, kTriton };
+// What the model asks for on `device` (model/kernel_policy.h's fused entries): the Triton kernel on
+// CUDA (each op falls back to kAten where the kernel cannot run), ATen on the CPU.
+inline Backend backend_for(const torch::Device& device) { return device.is_cuda() ? Backend::kTriton : Backend::kAten; }
 
 struct ResidualLayerNormOutput {
   torch::Tensor y;  // (..., H) LayerNorm(z)

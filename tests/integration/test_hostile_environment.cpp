@@ -205,7 +205,9 @@ TEST_F(HostileEnvironment, ATerminationSignalAtARandomMoment) {
     fs::create_directories(tmp_.str("scratch"));
     const std::string env = c.writes == Command::kScratch ? "env TMPDIR=" + out + " " : "";
     // A first run leaves an output that the second, interrupted, replaces (--force) or resumes.
-    if (c.writes == Command::kOutput) ASSERT_EQ(run_command(env + roformer(c.args(out))).exit_code, 0);
+    if (c.writes == Command::kOutput) {
+      ASSERT_EQ(run_command(env + roformer(c.args(out))).exit_code, 0);
+    }
     const auto before = tree(tmp_.str());
     const int delay_ms = static_cast<int>(rng() % 2500);
     const std::string extra = c.name == "train" ? " --resume auto --set train.steps=200" : "";
@@ -218,8 +220,11 @@ TEST_F(HostileEnvironment, ATerminationSignalAtARandomMoment) {
       // The same inputs give the same files: the folder holds each of them again (the old set or a
       // complete new one, never a part), its marker (written last) included.
       const std::string own = fs::relative(out, tmp_.str()).string() + "/";
-      for (const auto& [rel, bytes] : before)
-        if (rel.rfind(own, 0) == 0) EXPECT_TRUE(fs::exists(tmp_.str(rel))) << rel << " is gone: a partial publish";
+      for (const auto& [rel, bytes] : before) {
+        if (rel.rfind(own, 0) == 0) {
+          EXPECT_TRUE(fs::exists(tmp_.str(rel))) << rel << " is gone: a partial publish";
+        }
+      }
     }
     expect_only_created_under(before, c.writes == Command::kOutput ? out : "");
     if (c.writes == Command::kOutput) core::remove_tree(out);

@@ -273,3 +273,35 @@ for name, variants in cases.items():
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
   EXPECT_EQ(r.output.find("held here.**"), std::string::npos) << "the old one-seed verdict\n" << r.output;
 }
+
+// scripts/gpu_check.sh kernels --dry-run (issue 38's one device call) prints its plan from a kit
+// without touching a GPU: every GPU test binary of the kit under its limit, the sanitizer steps,
+// the micro-benchmark, and the training step by default and with the fused entries, all four and
+// each alone, at seq 512 and 128, inside a budget under 5 minutes.
+TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "kit/bin");
+  for (const char* name : {"test_gpu_kernels", "test_gpu_step", "test_gpu_train"}) {
+    write_file(tmp.str(std::string("kit/bin/") + name), "#!/bin/sh\nexit 1\n");  // never run by a dry run
+    fs::permissions(tmp.path() / "kit/bin" / name, fs::perms::owner_all);
+  }
+  write_file(tmp.str("kit/bin/commit"), "abc1234\n");
+  auto r = run_command("GPU_KIT=" + tmp.str("kit") + " bash " + source_dir() + "/scripts/gpu_check.sh kernels " +
+                       tmp.str("log") + " --dry-run 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* step : {"kit/bin/test_gpu_kernels  >>", "kit/bin/test_gpu_step  >>", "kit/bin/test_gpu_train  >>",
+                           "--tool memcheck", "--tool initcheck", "roformer_kernels_bench --json",
+                           "call's 285 s"})
+    EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
+  for (const std::string seq : {"512", "128"}) {
+    for (const std::string flag : {"--fused-all", "--fused-layer-norm", "--fused-rotary", "--fused-cross-entropy",
+                                   "--fused-embedding"})
+      EXPECT_NE(r.output.find("data.max_seq_len=" + seq + " --set model.max_position_embeddings=512 --set "
+                              "model.vocab_size=32000 --synthetic --steps 10 --warmup 3 --json --run-dir " +
+                              tmp.str("log") + "/variants-bench " + flag),
+                std::string::npos)
+          << seq << " " << flag << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("# default, seq 512"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# default, seq 128"), std::string::npos) << r.output;
+}

@@ -240,7 +240,9 @@ TEST(LineReader, PiecesOfALongLineAreCutBeforeASpaceOrBetweenCharacters) {
       ASSERT_TRUE(lines.next_piece(piece, 1000, ends));
       EXPECT_LE(piece.size(), 1000u);
       EXPECT_EQ(find_invalid_utf8(piece), -1) << "a character was cut";
-      if (line == &words && !ends) EXPECT_EQ(words[joined.size() + piece.size()], ' ');
+      if (line == &words && !ends) {
+        EXPECT_EQ(words[joined.size() + piece.size()], ' ');
+      }
       joined += piece;
       ++pieces;
     } while (!ends);
