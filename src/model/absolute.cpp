@@ -35,6 +35,7 @@ class AbsolutePositions final : public PositionScheme {
   }
   std::optional<int64_t> max_length() const override { return table_.size(); }
   std::vector<TableSize> tables() const override { return {table_.table()}; }
+  std::string description() const override { return "absolute positions (" + std::to_string(table_.size()) + " learned rows)"; }
 
  private:
   AbsoluteTable table_;

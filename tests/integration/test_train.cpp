@@ -73,6 +73,7 @@ TEST_F(TrainTest, RunWritesCheckpointsMetricsLogAndConfig) {
   auto r = train("a");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("eval step 12 | MLM accuracy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("attention, rotary positions)"), std::string::npos) << r.output;  // the `model:` line
   auto m = metrics("a");
   ASSERT_EQ(m.size(), 12u);
   for (const auto& [step, rec] : m) {
@@ -130,6 +131,12 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
 TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
   const std::string relative = "--set model.position=disentangled --set model.position_buckets=16";
   const std::string emd = relative + " --set model.enhanced_mask_decoder=true";
+  // The `model:` log line names the scheme, with what sets it apart.
+  const std::map<std::string, std::string> described = {
+      {"absolute", "attention, absolute positions (64 learned rows))"},
+      {"none", "attention, no positions)"},
+      {"disentangled", "attention, disentangled positions (c2p+p2c, 16 buckets))"},
+      {"emd", "attention, disentangled positions (c2p+p2c, 16 buckets, enhanced mask decoder))"}};
   const std::vector<std::pair<std::string, std::string>> options = {
       {"absolute", "--set model.position=absolute"},
       {"none", "--set model.position=none"},
@@ -143,6 +150,7 @@ TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
     auto first = train(a, position + " --set train.steps=6 --set checkpoint.every=3 "
                        "--set eval.every=3 --set schedule.warmup_steps=2");
     ASSERT_EQ(first.exit_code, 0) << first.output;
+    if (described.count(name)) EXPECT_NE(first.output.find(described.at(name)), std::string::npos) << first.output;
     fs::copy(tmp_.str(a), tmp_.str(b), fs::copy_options::recursive);
     roformer::core::remove_tree(ckpt(b, 6));
     auto second = run_roformer("train --run-dir " + tmp_.str(b) + " --resume auto");
