@@ -60,7 +60,7 @@ void register_tool_commands(CLI::App& app) {
                     "model.max_position_embeddings with a learned absolute position table; rotary extends its "
                     "table, relative buckets cover any distance)");
     cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-    cmd->add_flag("--json", req->json, "Also print one JSON record on stdout");
+    cmd->add_flag("--json", req->json, "One JSON record on stdout instead of the table (which then goes to stderr)");
     cmd->callback([req] { tools::run_eval(*req); });
   }
   {

@@ -2,6 +2,7 @@
 // the CPU (--device cpu): batch-size invariance is exact there; tests/gpu has the CUDA variants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -108,6 +109,43 @@ TEST_F(ToolsTest, EvalAtAnotherSequenceLength) {
   r = run_roformer("eval --device cpu --checkpoint " + run_ + " --seq-len 2");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--seq-len 2 is too short"), std::string::npos) << r.output;
+}
+
+// The results are eval's output (stdout); logs stay on stderr. With --json stdout is the one record.
+TEST_F(ToolsTest, EvalPrintsItsResultsOnStdout) {
+  const std::string eval = roformer_bin() + " eval --device cpu --max-sequences 8 --checkpoint " + run_;
+  auto table = run_command(eval + " 2>/dev/null");
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("MLM accuracy    0."), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("sequences       8 x 32 tokens"), std::string::npos) << table.output;
+  auto record = run_command(eval + " --json 2>/dev/null");
+  ASSERT_EQ(record.exit_code, 0) << record.output;
+  EXPECT_EQ(std::count(record.output.begin(), record.output.end(), '\n'), 1) << record.output;
+  EXPECT_EQ(json::parse(record.output)["n_sequences"], 8);
+}
+
+// A run's data.valid_files are relative to where the run was started: eval elsewhere says so, and
+// that --data overrides them.
+TEST_F(ToolsTest, EvalElsewhereSaysWhereTheRunsValidFilesAreRead) {
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 4, 5));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 4, 6));
+  write_file(tmp.str("rel.yaml"), two_step_yaml("post", "train.txt"));
+  auto trained = run_command("cd " + tmp.str() + " && " + roformer_bin() +
+                             " train -c rel.yaml --run-dir run --set data.valid_files=[valid.txt]");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  fs::create_directories(tmp.str("elsewhere"));
+  auto r = run_command("cd " + tmp.str("elsewhere") + " && " + roformer_bin() + " eval --device cpu --checkpoint ../run");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("input file not found: valid.txt: it is the run's data.valid_files (its config.yaml), read "
+                          "relative to the directory the run was started in, not to this one (" + tmp.str("elsewhere") +
+                          "); pass --data FILE... to evaluate other files, or run eval from that directory"),
+            std::string::npos) << r.output;
+  auto from_there = run_command("cd " + tmp.str() + " && " + roformer_bin() + " eval --device cpu --json --checkpoint run");
+  EXPECT_EQ(from_there.exit_code, 0) << from_there.output;
+  auto with_data = run_command("cd " + tmp.str("elsewhere") + " && " + roformer_bin() +
+                               " eval --device cpu --json --checkpoint ../run --data ../valid.txt");
+  EXPECT_EQ(with_data.exit_code, 0) << with_data.output;
 }
 
 TEST_F(ToolsTest, TrainedModelBeatsUnigramBaseline) {
