@@ -129,7 +129,7 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
   if (plan.resume) check_steps_left(*plan.resume, l.cfg);
   setup_logging(l.cfg.logging.level);
   if (l.init) check_init_architecture(*l.init, l.cfg);
-  if (main_process) checkpoint::carry_out(start, l.run_dir);  // only rank 0 deletes or moves; every rank planned alike
+  plan.start = start;  // carried out by the run (rank 0), once train.log is attached; every rank planned alike
   plan.cfg = std::move(l.cfg);
   plan.config_origin = std::move(l.origin);
   plan.run_dir = std::move(l.run_dir);

@@ -59,6 +59,7 @@ void TrainingRun::setup_run_dir() {
   if (main_rank()) {  // rank 0 owns train.log and config.yaml
     checkpoint::check_checkpoints_writable(checkpointer_->dir());
     add_log_file(layout.train_log());
+    checkpoint::carry_out(plan_.start, run_dir);  // --overwrite, resume: what it deletes or moves is said in train.log too
     core::write_file_atomic(layout.config(), "# Resolved config of this run (from " + plan_.config_origin + ")\n" +
                                                  config::to_yaml(plan_.cfg));
   }
