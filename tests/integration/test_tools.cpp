@@ -269,12 +269,24 @@ TEST_F(ToolsTest, HandEditedMetricsRecordIsOneLineNamingTheKey) {
 TEST_F(ToolsTest, FillMaskErrors) {
   auto none = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"the red cat sees a dog.\"");
   EXPECT_EQ(none.exit_code, 1);
-  EXPECT_NE(none.output.find("has no [MASK]"), std::string::npos) << none.output;
+  EXPECT_NE(none.output.find("text 1 (\"the red cat sees a dog.\"): it has no [MASK] to fill"), std::string::npos)
+      << none.output;
   std::string long_text;
   for (int i = 0; i < 40; ++i) long_text += "the red cat sees a dog. ";
   auto too_long = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"" + long_text + "[MASK]\"");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.output.find("refused rather than truncated"), std::string::npos) << too_long.output;
+  // A text that cannot be filled is named and the others still run; exit 1 at the end.
+  auto mixed = run_command(roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
+                           " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>&1 >/dev/null");
+  EXPECT_EQ(mixed.exit_code, 1) << mixed.output;
+  EXPECT_NE(mixed.output.find("text 2 (\"no mask here\"): it has no [MASK] to fill"), std::string::npos) << mixed.output;
+  EXPECT_NE(mixed.output.find("1 of 3 text(s) could not be filled"), std::string::npos) << mixed.output;
+  auto filled = run_command(roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
+                            " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>/dev/null");
+  EXPECT_EQ(filled.exit_code, 1);
+  EXPECT_NE(filled.output.find("the [MASK] cat.\n  -> the "), std::string::npos) << filled.output;
+  EXPECT_NE(filled.output.find("a red [MASK].\n  -> a red "), std::string::npos) << filled.output;
   // stdin: one text per line, JSON records.
   auto piped = run_command("printf 'the [MASK] cat.\\na red [MASK].\\n' | " + roformer_bin() + " fill-mask --device cpu --json --top-k 2 --checkpoint " + run_);
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
@@ -306,6 +318,22 @@ TEST_F(ToolsTest, FillMaskTakesEachTextVerbatim) {
   EXPECT_EQ(records[0]["masks"].size(), 1u);
   EXPECT_EQ(records[1]["text"], "[MASK], [MASK]");
   EXPECT_EQ(records[1]["masks"].size(), 2u);
+}
+
+// The filled text: the top prediction in place of [MASK], its pieces detokenized ("▁red" is " red").
+TEST_F(ToolsTest, FillMaskShowsTheFilledText) {
+  auto r = run_command(roformer_bin() + " fill-mask --device cpu --json --top-k 1 --checkpoint " + run_ +
+                       " 'the [MASK] cat.' 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json rec = json::parse(r.output);
+  const std::string piece = rec["masks"][0]["predictions"][0]["token"];
+  const std::string word_start = "\xe2\x96\x81";  // ▁
+  const std::string in_place = piece.rfind(word_start, 0) == 0 ? " " + piece.substr(word_start.size()) : piece;
+  EXPECT_EQ(rec["filled"], "the" + in_place + " cat.") << r.output;
+  auto table = run_command(roformer_bin() + " fill-mask --device cpu --top-k 1 --checkpoint " + run_ +
+                           " 'the [MASK] cat.' 2>/dev/null");
+  EXPECT_NE(table.output.find("the [MASK] cat.\n  -> the" + in_place + " cat.\n  [MASK] #1   1. " + piece),
+            std::string::npos) << table.output;
 }
 
 TEST_F(ToolsTest, FillMaskRefusesInvalidUtf8) {
