@@ -23,6 +23,7 @@
 #include "dist/agreement.h"
 #include "dist/process_group.h"
 #include "train/optimizer.h"
+#include "train/schedule.h"
 #include "train/signals.h"
 #include "train/training_data.h"
 
@@ -32,6 +33,12 @@ namespace fs = std::filesystem;
 TrainingRun::TrainingRun(Plan plan) : plan_(std::move(plan)), placement_(plan_.cfg, plan_.env) {
   // The placement came first: a device that does not exist leaves no run directory behind.
   setup_run_dir();
+  // A schedule that never decays is legal (a short check of the data, a bench), but rarely meant:
+  // --init-from with a fresh config's warmup, say. Said once the log is attached, so train.log has it.
+  if (main_rank())
+    if (const std::string why = LrSchedule(plan_.cfg.schedule, plan_.cfg.optimizer.lr, plan_.cfg.train.steps).never_decays();
+        !why.empty())
+      spdlog::warn("{}", why);
   check_ranks_start_alike();
   setup_data();
   StepOptions step_options;
