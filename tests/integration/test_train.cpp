@@ -74,6 +74,17 @@ TEST_F(TrainTest, RunWritesCheckpointsMetricsLogAndConfig) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("eval step 12 | MLM accuracy"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("attention, rotary positions)"), std::string::npos) << r.output;  // the `model:` line
+  // The log says how a new run reuses this tokenizer and prepared data; one that does trains neither again.
+  const std::string reuse = "a new run can reuse this tokenizer and prepared data instead of training and preparing "
+                            "them again: --set tokenizer.model=" + tmp_.str("a/tokenizer/tokenizer.model") +
+                            " --set data.train_files=[" + tmp_.str("a/data/train") + "] --set data.valid_files=[" +
+                            tmp_.str("a/data/valid") + "]";
+  ASSERT_NE(r.output.find(reuse), std::string::npos) << r.output;
+  auto reused = train("reused", "--set train.steps=5 " + reuse.substr(reuse.find("--set")));
+  ASSERT_EQ(reused.exit_code, 0) << reused.output;
+  EXPECT_EQ(reused.output.find("training a unigram tokenizer"), std::string::npos) << reused.output;
+  EXPECT_EQ(reused.output.find("preparing train data"), std::string::npos) << reused.output;
+  EXPECT_EQ(reused.output.find("a new run can reuse"), std::string::npos) << reused.output;
   auto m = metrics("a");
   ASSERT_EQ(m.size(), 12u);
   for (const auto& [step, rec] : m) {
