@@ -113,8 +113,6 @@ std::string TrainingData::train_run_tokenizer(const config::Config& cfg, const s
   if (inputs.empty())
     throw Error("no training text: set data.train_files (plain text or JSONL files), e.g. "
                 "--set data.train_files=[../shared/data/brown/train.txt]");
-  spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", cfg.tokenizer.model_type, cfg.tokenizer.vocab_size,
-               inputs.size());
   try {
     return data::train_tokenizer(tok_options);
   } catch (const Error& e) {  // about an input file: name the key that listed it
