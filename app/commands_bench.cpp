@@ -33,6 +33,13 @@ void register_bench_commands(CLI::App& app) {
                   "CUDA: Linear layers as matmul then `+= bias` (nn::Linear::forward) instead of the bias in the GEMM");
   bench->add_flag("--separate-qkv", o->separate_qkv, "CUDA: three q/k/v GEMMs instead of the fused one");
   bench->add_flag("--dense-head", o->dense_head, "MLM head over all B*T positions instead of the predicted ones");
+  // The fused ops of issue 38 (docs/kernels.md): Triton kernels on CUDA, their ATen paths on the CPU.
+  bench->add_flag("--fused-layer-norm", o->fused_layer_norm, "The layers' residual + dropout + LayerNorm as one op");
+  bench->add_flag("--fused-rotary", o->fused_rotary, "q and k rotated by one op on the packed QKV projection");
+  bench->add_flag("--fused-cross-entropy", o->fused_cross_entropy,
+                  "The MLM loss and hits from the logits in their dtype (no fp32 copy)");
+  bench->add_flag("--fused-embedding", o->fused_embedding, "The embeddings' sum + LayerNorm + dropout as one op");
+  bench->add_flag("--fused-all", o->fused_all, "All four --fused-* ops");
   bench->add_flag("--breakdown", o->breakdown, "CUDA: synchronize between phases to time data/forward/backward/optimizer");
   bench->add_option("--profile", o->profile,
                     "After the measured steps, profile --profile-steps more (CPU + CUDA) into this Chrome trace "

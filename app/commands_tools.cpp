@@ -13,17 +13,21 @@
 namespace roformer::app {
 namespace {
 
-// A count option that must be at least 1 (CLI::PositiveNumber would print its range as 0 to 1.797e308).
-const CLI::Validator kAtLeastOne(
-    [](std::string& value) -> std::string {
-      try {
-        size_t used = 0;
-        if (std::stoll(value, &used) >= 1 && used == value.size()) return "";
-      } catch (const std::exception&) {
-      }
-      return "must be a whole number of at least 1, got '" + value + "'";
-    },
-    "INT >= 1", "at least 1");
+// A count option that must be at least `least` (CLI::PositiveNumber would print its range as 0 to
+// 1.797e308); 0 or a negative count is refused, never read as "the default".
+CLI::Validator at_least(int64_t least) {
+  return CLI::Validator(
+      [least](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          if (std::stoll(value, &used) >= least && used == value.size()) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a whole number of at least " + std::to_string(least) + ", got '" + value + "'";
+      },
+      "INT >= " + std::to_string(least), "at least " + std::to_string(least));
+}
+const CLI::Validator kAtLeastOne = at_least(1);
 
 // A fraction in (0, 1]: 0 would predict nothing (and must not mean "the default").
 const CLI::Validator kFraction(
@@ -54,11 +58,13 @@ void register_tool_commands(CLI::App& app) {
     cmd->add_option("--seed", req->seed, "Seed of the masks (fixed: figures compare across runs)")->capture_default_str();
     cmd->add_option("--batch-size", req->batch_size, "Sequences per batch (does not change the figures)")
         ->check(kAtLeastOne)->capture_default_str();
-    cmd->add_option("--max-sequences", req->max_sequences, "Evaluate only the first N sequences (default: all)");
+    cmd->add_option("--max-sequences", req->max_sequences, "Evaluate only the first N sequences (default: all)")
+        ->check(kAtLeastOne);
     cmd->add_option("--seq-len", req->seq_len,
                     "Tokens per evaluated sequence (default: the run's data.max_seq_len; at most "
                     "model.max_position_embeddings with a learned absolute position table; rotary extends its "
-                    "table, relative buckets cover any distance)");
+                    "table, relative buckets cover any distance)")
+        ->check(at_least(3));
     cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_flag("--json", req->json, "One JSON record on stdout instead of the table (which then goes to stderr)");
     cmd->callback([req] { tools::run_eval(*req); });

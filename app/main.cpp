@@ -16,6 +16,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -101,6 +102,13 @@ int main(int argc, char** argv) {
     spdlog::error("out of device memory ({}): lower train.batch_size (raise train.grad_accum to keep the global "
                   "batch), set model.gradient_checkpointing: true, or shorten data.max_seq_len",
                   what.substr(0, what.find('.')));
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // The system refused memory (too little RAM, or a limit such as ulimit -v): the environment's
+    // answer, like a full disk, not a fault in the program.
+    spdlog::error("out of memory: the system refused an allocation (too little free RAM, or a memory limit such as "
+                  "ulimit -v); free memory or raise the limit, or ask for less at once (train.batch_size, "
+                  "data.num_workers, prepare --threads)");
     return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the system refuses (too long, not permitted, no space, a file where a folder should be):

@@ -112,21 +112,37 @@ fi
 [ -f "$VALID" ] || die "validation text $VALID does not exist (set BROWN_DIR, or data.valid_files)"
 SEQ="$(key data max_seq_len)"
 # A variant's overrides as --set arguments; KEY*=FACTOR scales the resolved config's value (a learning
-# rate sweep that holds for any config).
+# rate sweep that holds for any config). An integer key stays an integer, exactly; a float keeps 15
+# significant digits.
+NUMBER='^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$'
 set_args() {
   local kv out="" k f base items
   read -ra items <<<"${OVERRIDES[$1]}"
   for kv in "${items[@]}"; do
     if [[ "$kv" == *"*="* ]]; then
       k="${kv%%\*=*}" f="${kv#*\*=}" base="$(key "${k%%.*}" "${k#*.}")"
-      [[ "$f" =~ ^[0-9.eE+-]+$ && "$base" =~ ^[0-9.eE+-]+$ ]] || die "variant '$1': cannot scale $k ('$base') by '$f'"
-      kv="$k=$(awk -v b="$base" -v f="$f" 'BEGIN { printf "%.6g", b * f }')"
+      [ -n "$base" ] || die "variant '$1': $k is not a numeric key of the config (\`roformer config defaults\` lists the keys)"
+      [[ "$base" =~ $NUMBER ]] || die "variant '$1': $k is '$base', not a number to scale"
+      [[ "$f" =~ $NUMBER ]] || die "variant '$1': the factor of $k, '$f', is not a number (write 0.5, 2 or 1e-1)"
+      if [[ "$base" =~ ^[+-]?[0-9]+$ ]]; then  # an integer key: the product must be whole, and exact
+        kv="$(awk -v b="$base" -v f="$f" -v k="$k" 'BEGIN { p = b * f; if (p != int(p) || p > 2^53 || -p > 2^53) exit 1;
+          printf "%s=%.0f", k, p }')" || die "variant '$1': $k = $base times $f is not a whole number, and $k takes one"
+      else
+        kv="$k=$(awk -v b="$base" -v f="$f" 'BEGIN { printf "%.15g", b * f }')"
+      fi
     fi
     out+=" --set $kv"
   done
   echo "$out"
 }
-for v in $VARIANTS; do set_args "$v" >/dev/null; done  # a bad factor stops here, not inside a run
+# Every variant's config, resolved and validated by roformer before the first run trains: a bad factor,
+# key or value stops here, not after the variants before it have trained.
+for v in $VARIANTS; do
+  args="$(set_args "$v")" || exit 1
+  echo "== variant $v:${args:- (the config as it is)}"
+  # shellcheck disable=SC2086
+  "$BIN" config print -c "$CONFIG" "${SETS[@]}" $args >/dev/null || die "variant '$v' (${args# }) does not resolve (see above)"
+done
 
 mkdir -p "$OUT"
 if [ -f "$OUT/config.yaml" ]; then

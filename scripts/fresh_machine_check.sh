@@ -34,24 +34,10 @@ ROOT_FS="${ROOT_FS:-/var/tmp/roformer-fresh-$SUITE}"
 SHARED_DIR="${SHARED_DIR:-$REPO/../shared}"
 COMMIT="$(git -C "$REPO" rev-parse "${COMMIT:-HEAD}")"
 LOG="$ROOT_FS.log"
-SUMMARY=()
 
 die() { echo "fresh_machine_check: $*" >&2; exit 1; }
-say() { printf '\033[1m[fresh %s]\033[0m %s\n' "$SUITE" "$*" | tee -a "$LOG"; }
-note() { SUMMARY+=("$*"); say "$*"; }
-# Runs "$@" as a timed phase named $1, its output into the log (and on screen).
-phase() {
-  local name="$1" start rc=0
-  shift
-  say "== $name"
-  start=$(date +%s%N)
-  "$@" 2>&1 | tee -a "$LOG" || rc=$?
-  local ms=$((($(date +%s%N) - start) / 1000000))
-  note "$(printf '%-36s %3dm%02d.%ds%s' "$name" $((ms / 60000)) $((ms / 1000 % 60)) $((ms / 100 % 10)) \
-    "$([ $rc = 0 ] || echo "  FAILED (exit $rc)")")"
-  return $rc
-}
-row() { note "$(printf '%-36s %s' "$1" "$2")"; }
+CHECK_TAG="fresh $SUITE"
+source "$REPO/scripts/check_phases.sh"
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, mounts): sudo $0 $*"
 command -v debootstrap >/dev/null || die "needs debootstrap: apt-get install debootstrap"
@@ -65,7 +51,7 @@ mounts_below() { awk -v r="$ROOT_FS/" 'index($2 "/", r) == 1 {print $2}' /proc/s
 cleanup() {
   local rc=$?
   say "summary ($SUITE, $COMMIT$([ $rc = 0 ] || echo ", FAILED"))"
-  printf '  %s\n' "${SUMMARY[@]}" | tee -a "$LOG"
+  print_summary
   for m in $(mounts_below); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
   if [ -n "$(mounts_below)" ]; then
     say "still mounted below $ROOT_FS (left in place; unmount before removing it): $(mounts_below | tr '\n' ' ')"

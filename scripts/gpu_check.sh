@@ -17,6 +17,14 @@
 #        ctest -L gpu (every GPU test; logs in LOGDIR/ctest.log), then the benchmark matrix
 #        (LOGDIR/bench_*.json, *.log) and, last, the table (also LOGDIR/table.md).
 #   `scripts/gpu_check.sh all LOGDIR` does build + check in one call where time allows.
+#   `scripts/gpu_check.sh kernels LOGDIR` (one call, prebuilt kit, <= 5 minutes: issue 38's device
+#        check): every GPU test binary (test_gpu_kernels first), compute-sanitizer (memcheck,
+#        initcheck) on the fused kernels' tiny shapes, the fused kernels' micro-benchmark against
+#        their ATen paths (roformer_kernels_bench: us per call, GB/s next to the 3 TB/s floor, GPU
+#        ops per call) and the training step (base, seq 512 and 128) by default, with all fused
+#        entries and with each alone (roformer bench --fused-*); LOGDIR/summary.md says it all in
+#        one page. `kernels LOGDIR --dry-run` (any machine) checks the kit, prints the plan with
+#        each step's time limit and the bytes/floors table, and runs nothing on a GPU.
 #   `scripts/gpu_check.sh variants LOGDIR` (after check, same machine): ours only, each CUDA fast path
 #        on its own, each attention kernel, larger batches and the position schemes (issue 25: what
 #        absolute and disentangled cost next to rotary) (LOGDIR/variants.{jsonl,md}); VARIANTS_FILE
@@ -24,8 +32,9 @@
 #
 # Prebuilt (saves the device build, ~5 min of the 30-minute budget, on every machine start):
 #   here:  make build && scripts/gpu_check.sh pack --bin [--brown]
-#        also copies build/roformer and the GPU test binaries (built here against the same
-#        torch 2.11.0 CUDA 13 wheel; they need glibc >= 2.34) into .gpu-kit/bin.
+#        also copies build/roformer, the GPU test binaries and roformer_kernels_bench (built here
+#        against the same torch 2.11.0 CUDA 13 wheel; they need glibc >= 2.34) into .gpu-kit/bin, and
+#        downloads compute-sanitizer (PyPI's nvidia-cuda-sanitizer-api, 14 MB) into .gpu-kit/wheels.
 #   GPU machine, one call:  scripts/gpu_check.sh check LOGDIR
 #        with no build-gpu/ there, check runs the kit's binaries: it links this checkout to the
 #        source path the tests were built with (when that path is free) and runs each GPU test
@@ -38,14 +47,14 @@
 # torch.compile: a second baseline and ratio).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-KIT="$ROOT/.gpu-kit"
+KIT="${GPU_KIT:-$ROOT/.gpu-kit}"  # GPU_KIT: another kit (tests/integration/test_scripts)
 DEPS=/opt/deps
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
 PKGS="libsentencepiece0 libsentencepiece-dev libyaml-cpp0.7 libyaml-cpp-dev libspdlog1.10 libspdlog-dev
       libfmt9 libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest nlohmann-json3-dev"
 
 say() { printf '[gpu_check] %s\n' "$*"; }
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
 pack_bin() {
   local b="$ROOT/build"
@@ -53,6 +62,13 @@ pack_bin() {
   grep -q "ROFORMER_WITH_CUDA\|CUDA LibTorch" "$b/CMakeCache.txt" 2>/dev/null || say "warning: is build/ configured against the CUDA LibTorch?"
   rm -rf "$KIT/bin" && mkdir -p "$KIT/bin"
   cp "$b/roformer" "$b"/tests/test_gpu_* "$KIT/bin/"
+  [ -x "$b/roformer_kernels_bench" ] && cp "$b/roformer_kernels_bench" "$KIT/bin/"
+  # compute-sanitizer for `kernels` (the device has no registry): the wheel of the torch's CUDA major
+  local venv; venv="$(bash "$ROOT/scripts/setup.sh" venv)"
+  mkdir -p "$KIT/wheels"
+  ls "$KIT"/wheels/nvidia_cuda_sanitizer_api-13.* >/dev/null 2>&1 \
+    || "$venv/bin/pip" download --no-deps -q "nvidia-cuda-sanitizer-api==13.0.*" -d "$KIT/wheels" \
+    || say "warning: no compute-sanitizer wheel downloaded; kernels will use the device's own, if any"
   echo "$ROOT" >"$KIT/bin/source_dir"  # ROFORMER_TEST_SOURCE_DIR baked into the tests
   echo "$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo +uncommitted)" >"$KIT/bin/commit"
 }
@@ -216,6 +232,11 @@ all, 4x batch|--set train.batch_size={batch4}
 position absolute (BERT's learned table; no rotary)|--set model.position=absolute
 position disentangled (DeBERTa c2p+p2c, 256 buckets)|--set model.position=disentangled
 position disentangled + enhanced mask decoder|--set model.position=disentangled --set model.enhanced_mask_decoder=true
+all + fused layer norm (Triton)|--fused-layer-norm
+all + fused rotary (Triton)|--fused-rotary
+all + fused cross-entropy (Triton)|--fused-cross-entropy
+all + fused embedding (Triton)|--fused-embedding
+all + every fused op (Triton)|--fused-all
 EOF
 }
 
@@ -231,6 +252,21 @@ for line in open(sys.argv[1]):
 PY
 }
 
+# With no build of this machine (BUILD) and a kit with binaries: use those (returns 0), linking this
+# checkout to the source path the tests were built with (when that path is free); BUILD becomes
+# build/, where the tests' baked ROFORMER_TEST_BIN points.
+use_kit_binaries() {
+  [ ! -x "$BUILD/roformer" ] && [ -x "$KIT/bin/roformer" ] || return 1
+  local src; src="$(cat "$KIT/bin/source_dir")"
+  say "no $BUILD: using the kit's prebuilt binaries (commit $(cat "$KIT/bin/commit"), built with source dir $src)"
+  if [ "$src" != "$ROOT" ]; then
+    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"; }
+    [ "$(cd "$src" && pwd -P)" = "$(cd "$ROOT" && pwd -P)" ] || { echo "$src exists and is not this checkout: the prebuilt tests cannot find their files"; exit 1; }
+  fi
+  mkdir -p "$ROOT/build" && cp "$KIT/bin/roformer" "$ROOT/build/roformer"
+  BUILD="$ROOT/build"
+}
+
 check() {
   local log="${1:-}"
   [ -n "$log" ] || { echo "check needs LOGDIR (where the logs go)"; usage 1; }
@@ -238,17 +274,7 @@ check() {
   log="$(cd "$log" && pwd)"
   env_setup
   local prebuilt=0
-  if [ ! -x "$BUILD/roformer" ] && [ -x "$KIT/bin/roformer" ]; then
-    prebuilt=1
-    local src; src="$(cat "$KIT/bin/source_dir")"
-    say "no $BUILD: using the kit's prebuilt binaries (commit $(cat "$KIT/bin/commit"), built with source dir $src)"
-    if [ "$src" != "$ROOT" ]; then
-      [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"; }
-      [ "$(cd "$src" && pwd -P)" = "$(cd "$ROOT" && pwd -P)" ] || { echo "$src exists and is not this checkout: the prebuilt tests cannot find their files"; exit 1; }
-    fi
-    mkdir -p "$ROOT/build" && cp "$KIT/bin/roformer" "$ROOT/build/roformer"  # the tests' baked ROFORMER_TEST_BIN
-    BUILD="$ROOT/build"
-  fi
+  use_kit_binaries && prebuilt=1
   [ -x "$BUILD/roformer" ] || { echo "no $BUILD/roformer: run 'scripts/gpu_check.sh build' first (same machine)"; exit 1; }
   nvidia-smi >"$log/nvidia-smi.txt" 2>&1 || true
   local tests_status=0
@@ -274,10 +300,180 @@ check() {
   [ "$tests_status" = 0 ] || { say "GPU tests FAILED (exit $tests_status): $log/ctest.log"; exit "$tests_status"; }
 }
 
+# ---- kernels: issue 38's one device call (prebuilt kit; <= 5 minutes; LOGDIR/summary.md) ----------
+# Each step runs under `timeout` with its limit (seconds), cut to what is left of ONESHOT_BUDGET, so
+# one hang cannot eat the call and the call ends in time: a step with under 5 s left is skipped
+# (summary.md says so). The tests first, then the sanitizer, the micro-benchmark and the training
+# step's variants (the fused entries alone and together, default first: FUSED_VARIANTS).
+ONESHOT_BUDGET="${ONESHOT_BUDGET:-285}"          # seconds for the whole call, after unpacking the kit
+KERNEL_TEST_LIMIT="${KERNEL_TEST_LIMIT:-60}"      # test_gpu_kernels
+OTHER_TEST_LIMIT="${OTHER_TEST_LIMIT:-50}"        # each other GPU test binary (test_gpu_step, test_gpu_train)
+SANITIZER_LIMIT="${SANITIZER_LIMIT:-30}"          # per compute-sanitizer tool
+BENCH_LIMIT="${BENCH_LIMIT:-30}"                  # the kernels' micro-benchmark
+VARIANT_LIMIT="${VARIANT_LIMIT:-25}"              # each `roformer bench` row (base, 16384 tokens, 10 steps)
+SANITIZER_TOOLS="${SANITIZER_TOOLS:-memcheck initcheck}"
+SANITIZER_FILTER="KernelsOnCuda.TinyShapesForTheSanitizer"
+
+# A compute-sanitizer: the machine's, else the kit's wheel unpacked into $DEPS/sanitizer.
+find_sanitizer() {
+  local s
+  for s in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -n "$s" ] && [ -x "$s" ] && { echo "$s"; return 0; }
+  done
+  local wheel; wheel="$(ls "$KIT"/wheels/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | head -1)"
+  [ -n "$wheel" ] || return 1
+  [ -x "$DEPS/sanitizer/nvidia/cu13/bin/compute-sanitizer" ] || [ "${DRY_RUN:-0}" = 1 ] \
+    || python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$wheel" "$DEPS/sanitizer"
+  chmod +x "$DEPS/sanitizer/nvidia/cu13/bin/compute-sanitizer" 2>/dev/null || true
+  echo "$DEPS/sanitizer/nvidia/cu13/bin/compute-sanitizer"
+}
+
+# The GPU test binaries, the kernels' first (the newest code), then the rest as the kit has them.
+kernel_test_binaries() {
+  local dir="$1"
+  [ -x "$dir/test_gpu_kernels" ] && echo "$dir/test_gpu_kernels"
+  local t; for t in "$dir"/test_gpu_*; do [ "$(basename "$t")" = test_gpu_kernels ] || echo "$t"; done
+}
+
+test_limit() { [ "$(basename "$1")" = test_gpu_kernels ] && echo "$KERNEL_TEST_LIMIT" || echo "$OTHER_TEST_LIMIT"; }
+
+# The training step's rows of `kernels`, in the order they run (the first matter most when time is
+# short): seq|name|roformer bench arguments.
+fused_variants() {
+  cat <<'EOF2'
+512|default|
+512|all fused|--fused-all
+128|default|
+128|all fused|--fused-all
+512|fused layer norm|--fused-layer-norm
+512|fused rotary|--fused-rotary
+512|fused cross-entropy|--fused-cross-entropy
+512|fused embedding|--fused-embedding
+128|fused layer norm|--fused-layer-norm
+128|fused rotary|--fused-rotary
+128|fused cross-entropy|--fused-cross-entropy
+128|fused embedding|--fused-embedding
+EOF2
+}
+
+# One row's bench command (configs/base.yaml, synthetic, as `variants` runs them).
+variant_command() {  # seq args logdir
+  local batch sets
+  cuda_sets "$1" base
+  echo "$BUILD/roformer bench -c $ROOT/configs/base.yaml ${sets[*]} --synthetic --steps 10 --warmup 3 --json" \
+       "--run-dir $3/variants-bench $2"
+}
+
+kernels_plan() {  # logdir bindir sanitizer
+  local t seq name args
+  echo "plan (limits in seconds, each cut to what is left of the call's ${ONESHOT_BUDGET} s):"
+  for t in $(kernel_test_binaries "$2"); do echo "  timeout $(test_limit "$t") $t  >> $1/tests.log"; done
+  for t in $SANITIZER_TOOLS; do
+    echo "  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $SANITIZER_LIMIT ${3:-compute-sanitizer} --tool $t --error-exitcode 9 \\"
+    echo "      $2/test_gpu_kernels --gtest_filter=$SANITIZER_FILTER  > $1/sanitizer_$t.log"
+  done
+  echo "  timeout $BENCH_LIMIT $2/roformer_kernels_bench --json $1/kernels_bench.json  > $1/kernels_bench.md"
+  while IFS='|' read -r seq name args; do
+    echo "  timeout $VARIANT_LIMIT $(variant_command "$seq" "$args" "$1")  >> $1/variants.jsonl  # $name, seq $seq"
+  done < <(fused_variants)
+  echo "  then $1/summary.md: the machine, each step's result and failed cases, each sanitizer's summary, both tables"
+}
+
+# The seconds a step may take: its limit, cut to what is left of the call (0: none left).
+step_limit() {  # limit
+  local left=$(( KERNELS_DEADLINE - SECONDS ))
+  [ "$left" -ge 5 ] || { echo 0; return; }
+  [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
+}
+
+# Runs a step under its limit and records "name rc seconds" in results.txt (rc 200: out of time).
+timed_step() {  # logfile name limit command...
+  local out="$1" name="$2" limit rc=0 t0=$SECONDS
+  limit="$(step_limit "$3")"; shift 3
+  if [ "$limit" = 0 ]; then echo "$name 200 0" >>"$LOG_DIR/results.txt"; say "$name: skipped (out of time)"; return; fi
+  say "$name (limit ${limit}s)"
+  timeout "$limit" "$@" >>"$out" 2>&1 || rc=$?
+  echo "$name $rc $((SECONDS - t0))" >>"$LOG_DIR/results.txt"
+}
+
+kernels() {
+  local log="${1:-}"
+  [ -n "$log" ] || { echo "kernels needs LOGDIR (where the logs and summary.md go)"; usage 1; }
+  [ "${2:-}" = "--dry-run" ] && DRY_RUN=1
+  mkdir -p "$log" && log="$(cd "$log" && pwd)"
+  local bin="$KIT/bin" san start=$SECONDS
+  [ -x "$bin/test_gpu_kernels" ] || { echo "no $bin/test_gpu_kernels: here, run 'make build && scripts/gpu_check.sh pack --bin' and carry .gpu-kit"; exit 1; }
+  [ -x "$bin/roformer_kernels_bench" ] || say "warning: no $bin/roformer_kernels_bench in the kit: no micro-benchmark"
+  san="$(find_sanitizer)" || say "warning: no compute-sanitizer on this machine or in the kit: the sanitizer step is skipped"
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    [ -x "$BUILD/roformer" ] || BUILD="$ROOT/build"  # where use_kit_binaries puts the kit's roformer
+    say "dry run: kit commit $(cat "$bin/commit" 2>/dev/null), $(kernel_test_binaries "$bin" | wc -l) GPU test binaries, sanitizer ${san:-none}"
+    kernels_plan "$log" "$bin" "$san"
+    [ -x "$bin/roformer_kernels_bench" ] && "$bin/roformer_kernels_bench" --dry-run
+    return 0
+  fi
+  KERNELS_DEADLINE=$(( SECONDS + ONESHOT_BUDGET ))
+  env_setup
+  use_kit_binaries || true
+  nvidia-smi >"$log/nvidia-smi.txt" 2>&1 || true
+  kernels_run "$log" "$bin" "$san"
+  kernels_summary "$log" "$((SECONDS - start))" | tee "$log/summary.md"
+}
+
+kernels_run() {  # logdir bindir sanitizer: writes tests.log, results.txt, sanitizer_*.log, kernels_bench.*, variants.*
+  local log="$1" bin="$2" san="$3" t seq name args
+  LOG_DIR="$log"
+  : >"$log/tests.log"; : >"$log/results.txt"; : >"$log/variants.jsonl"
+  for t in $(kernel_test_binaries "$bin"); do
+    timed_step "$log/tests.log" "$(basename "$t")" "$(test_limit "$t")" "$t" --gtest_color=no
+  done
+  if [ -n "$san" ]; then
+    for t in $SANITIZER_TOOLS; do
+      : >"$log/sanitizer_$t.log"  # PyTorch's caching allocator off: each tensor its own allocation, so memcheck sees any overrun
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timed_step "$log/sanitizer_$t.log" "sanitizer_$t" "$SANITIZER_LIMIT" \
+        "$san" --tool "$t" --error-exitcode 9 --print-limit 20 \
+        "$bin/test_gpu_kernels" --gtest_filter="$SANITIZER_FILTER" --gtest_color=no
+    done
+  fi
+  if [ -x "$bin/roformer_kernels_bench" ]; then
+    : >"$log/kernels_bench.md"
+    timed_step "$log/kernels_bench.md" kernels_bench "$BENCH_LIMIT" "$bin/roformer_kernels_bench" --json "$log/kernels_bench.json"
+  fi
+  [ -x "$BUILD/roformer" ] || { say "no roformer binary: no training-step rows"; return 0; }
+  while IFS='|' read -r seq name args; do
+    # shellcheck disable=SC2046
+    timed_step "$log/variant.out" "bench_${seq}_${name// /_}" "$VARIANT_LIMIT" $(variant_command "$seq" "$args" "$log")
+    tail -1 "$log/variant.out" 2>/dev/null \
+      | python3 -c "import json,sys; r=json.load(sys.stdin); r['variant']='$name'; print(json.dumps(r))" >>"$log/variants.jsonl" 2>/dev/null \
+      || true
+    : >"$log/variant.out"
+  done < <(fused_variants)
+  [ -s "$log/variants.jsonl" ] && variants_table "$log/variants.jsonl" "$log" >/dev/null
+  return 0
+}
+
+kernels_summary() {  # logdir seconds
+  local log="$1" name rc secs r
+  echo "# scripts/gpu_check.sh kernels: $(head -1 "$log/nvidia-smi.txt" 2>/dev/null | cut -c1-60)"
+  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); kit commit $(cat "$KIT/bin/commit" 2>/dev/null); $2 s in all"
+  echo; echo "| step | result | seconds |"; echo "|---|---|---:|"
+  while read -r name rc secs; do
+    case $rc in 0) r=passed ;; 77) r="skipped (no GPU)" ;; 124) r="TIMED OUT" ;; 9) r="ERRORS found" ;;
+      200) r="skipped (out of time)" ;; *) r="FAILED (exit $rc)" ;; esac
+    echo "| $name | $r | $secs |"
+  done <"$log/results.txt"
+  echo; echo "Failed cases:"; grep -E "^\[  FAILED  \] [A-Za-z]" "$log/tests.log" | sort -u || echo "none"
+  for f in "$log"/sanitizer_*.log; do [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E "ERROR SUMMARY" "$f" | tail -1)"; done
+  echo; cat "$log/kernels_bench.md" 2>/dev/null || true
+  echo; echo "Training step (configs/base.yaml, synthetic, 16384 tokens per step; tokens/s, ms/step, MFU):"
+  cat "$log/variants.md" 2>/dev/null || echo "none"
+}
+
 case "${1:-}" in
   pack) shift; pack "$@" ;;
   build) build ;;
   check) shift; check "$@" ;;
+  kernels) shift; kernels "$@" ;;
   variants) shift; [ -n "${1:-}" ] || usage 1; mkdir -p "$1"; env_setup; [ -x "$BUILD/roformer" ] || BUILD="$ROOT/build"; variants "$1" ;;
   all) shift; build && check "$@" ;;
   -h|--help|help) usage 0 ;;

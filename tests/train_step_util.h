@@ -7,11 +7,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
+#include "model/kernel_policy.h"
 #include "train/optimizer.h"
 #include "train/placement.h"
 #include "train/step.h"
@@ -87,6 +89,28 @@ inline double max_change(const std::vector<torch::Tensor>& before, const std::ve
   double worst = 0;
   for (size_t i = 0; i < before.size(); ++i) worst = std::max(worst, (after[i] - before[i]).abs().max().item<double>());
   return worst;
+}
+
+// The kernel policy's fused entries (issue 38) as the tests turn them on: each alone, then all four.
+struct FusedEntry {
+  std::string name;
+  std::function<void(model::KernelPolicy&)> set;
+  model::KernelPolicy policy() const {
+    model::KernelPolicy p;
+    set(p);
+    return p;
+  }
+};
+inline const std::vector<FusedEntry>& fused_entries() {
+  static const std::vector<FusedEntry> all = {
+      {"fused_layer_norm", [](model::KernelPolicy& p) { p.fused_layer_norm = true; }},
+      {"fused_rotary", [](model::KernelPolicy& p) { p.fused_rotary = true; }},
+      {"fused_cross_entropy", [](model::KernelPolicy& p) { p.fused_cross_entropy = true; }},
+      {"fused_embedding", [](model::KernelPolicy& p) { p.fused_embedding = true; }},
+      {"all", [](model::KernelPolicy& p) {
+         p.fused_layer_norm = p.fused_rotary = p.fused_cross_entropy = p.fused_embedding = true;
+       }}};
+  return all;
 }
 
 }  // namespace roformer::test

@@ -53,6 +53,28 @@ std::vector<std::string> checkpoints_after(const std::string& chosen) {
   return later;
 }
 
+// Whether `chosen` (canonical; `given` as the user wrote it) is a checkpoint of the run directory's
+// own checkpoints/. One the run set aside (checkpoints/abandoned-*/) is refused naming it, and so is
+// another run's while this one holds checkpoints (`existing`).
+bool is_own_checkpoint(const fs::path& chosen, const std::string& given, const std::string& run_dir,
+                       const std::vector<std::string>& existing) {
+  const std::string ckpt_dir = RunLayout(run_dir).checkpoints();
+  std::error_code ec;
+  if (fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path(), ckpt_dir, ec)) return true;
+  const bool set_aside = fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path().parent_path(), ckpt_dir, ec) &&
+                         chosen.parent_path().filename().string().rfind("abandoned-", 0) == 0;
+  if (set_aside)
+    throw Error(fmt::format("--resume {} is a checkpoint this run set aside in {} when it resumed from an earlier "
+                            "step (its history was left there); it is not resumed in place, over the run's current "
+                            "checkpoints. Continue that history in a new directory: roformer train --run-dir NEW_DIR "
+                            "--resume {}", given, chosen.parent_path().string(), given));
+  if (!existing.empty())
+    throw Error(fmt::format("--resume {} is a checkpoint of another run directory, and '{}' holds checkpoints of its "
+                            "own (newest {}): continue from it into an empty --run-dir, or resume this directory's "
+                            "run with --resume auto", given, run_dir, existing.back()));
+  return false;
+}
+
 }  // namespace
 
 void check_run_dir_is_ours(const std::string& run_dir, const std::string& config_path) {
@@ -163,14 +185,8 @@ CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoic
     throw Error(fmt::format("cannot resume from {}: {}. `roformer train --resume auto` picks the newest complete "
                             "checkpoint instead", c.resume, check.problem));
   const fs::path chosen = fs::canonical(c.resume);
-  std::error_code ec;
-  const bool own = fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path(), ckpt_dir, ec);
-  if (!own && !existing.empty())
-    throw Error(fmt::format("--resume {} is a checkpoint of another run directory, and '{}' holds checkpoints of its "
-                            "own (newest {}): continue from it into an empty --run-dir, or resume this directory's "
-                            "run with --resume auto", c.resume, run_dir, existing.back()));
   plan.resume = c.resume;
-  if (own) plan.later = checkpoints_after(chosen.string());
+  if (is_own_checkpoint(chosen, c.resume, run_dir, existing)) plan.later = checkpoints_after(chosen.string());
   return plan;
 }
 

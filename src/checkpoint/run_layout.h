@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "core/run_dir_names.h"
 #include "data/tokenizer.h"
 
 namespace roformer::checkpoint {
@@ -32,7 +33,7 @@ class RunLayout {
   explicit RunLayout(std::string dir) : dir_(std::move(dir)) {}
 
   const std::string& dir() const { return dir_; }
-  std::string lock() const { return at(".lock"); }
+  std::string lock() const { return at(core::kRunLockFile); }
   std::string config() const { return at("config.yaml"); }
   std::string train_log() const { return at("train.log"); }
   std::string metrics() const { return at("metrics.jsonl"); }

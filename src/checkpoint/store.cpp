@@ -119,6 +119,14 @@ CheckpointCheck verify_checkpoint(const std::string& dir) {
     result.problem = e.what();
     return result;
   }
+  // Every save writes these (checkpointer.cpp): a manifest without one of them (an empty list, a
+  // hand-edited one) vouches for nothing the resume needs.
+  for (const char* required : {files::kModel, files::kOptimizer, files::kTrainerState, files::kConfig, files::kTokenizer})
+    if (std::none_of(entries.begin(), entries.end(), [&](const ManifestEntry& e) { return e.name == required; })) {
+      result.problem = fmt::format("manifest.json does not list {}, which every checkpoint holds (damaged or edited)",
+                                   required);
+      return result;
+    }
   for (const auto& entry : entries) {
     const fs::path p = fs::path(dir) / entry.name;
     std::error_code ec;

@@ -8,7 +8,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -680,10 +682,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (std::filesystem::is_directory(path, ec))
     throw Error(fmt::format("config '{}' is a directory, not a YAML file; pass the file itself (for example "
                             "configs/tiny.yaml, or RUN_DIR/config.yaml of an earlier run)", path));
+  errno = 0;
   std::ifstream in(path);
-  if (!in)
-    throw Error(fmt::format("cannot read config file '{}': no such file or not readable. "
-                            "Configs ship in configs/ (for example configs/tiny.yaml)", path));
+  if (!in)  // the system's reason: missing, not permitted, a name too long, ...
+    throw Error(fmt::format("cannot read config file '{}': {}. Configs ship in configs/ (for example "
+                            "configs/tiny.yaml)", path, errno ? std::strerror(errno) : "no such file or not readable"));
   std::stringstream ss;
   ss << in.rdbuf();
   const YAML::Node root = load_document(ss.str(), path);  // parsed once
@@ -758,6 +761,23 @@ void validate_disentangled(const ModelConfig& m) {
                         max_relative, m.max_relative_positions > 0 ? "" : ", from model.max_position_embeddings"));
 }
 
+// Settings the chosen schedule would silently ignore, or that cannot take effect.
+void validate_schedule(const Config& c) {
+  const ScheduleConfig& s = c.schedule;
+  if (s.type != "wsd") {
+    if (s.decay_fraction != ScheduleConfig().decay_fraction)
+      invalid(fmt::format("schedule.decay_fraction = {} applies to schedule.type: wsd only (got {}); remove it or set "
+                          "schedule.type: wsd", s.decay_fraction, s.type));
+    return;
+  }
+  // LrSchedule: the decay takes the last round(decay_fraction x steps) steps.
+  if (std::llround(s.decay_fraction * static_cast<double>(c.train.steps)) < 1)
+    invalid(fmt::format("schedule.decay_fraction {} of train.steps {} is {:.3g} steps: the learning rate would never "
+                        "decay; raise schedule.decay_fraction to at least {:.3g} (or train.steps)", s.decay_fraction,
+                        c.train.steps, s.decay_fraction * static_cast<double>(c.train.steps),
+                        0.5 / static_cast<double>(c.train.steps)));
+}
+
 }  // namespace
 
 void validate_model(const ModelConfig& m) {
@@ -820,6 +840,7 @@ void validate(const Config& c) {
   if (c.schedule.warmup_steps > c.train.steps)
     invalid(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", c.schedule.warmup_steps,
                         c.train.steps));
+  validate_schedule(c);
   if (c.schedule.min_lr > c.optimizer.lr)
     invalid(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", c.schedule.min_lr, c.optimizer.lr));
   const auto& dev = c.train.device;

@@ -20,6 +20,7 @@ Faults Faults::from_environment() {
   f.oom_at_step = env_int("ROFORMER_FAULT_OOM_AT_STEP", -1);
   f.kill_in_save_at_step = env_int("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP", -1);
   f.save_delay_ms = env_int("ROFORMER_FAULT_SAVE_DELAY_MS", 0);
+  f.publish_delay_ms = env_int("ROFORMER_FAULT_PUBLISH_DELAY_MS", 0);
   return f;
 }
 

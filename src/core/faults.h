@@ -13,6 +13,8 @@ struct Faults {
   int64_t oom_at_step = -1;             // ROFORMER_FAULT_OOM_AT_STEP: the allocator's out-of-memory error at this step
   int64_t kill_in_save_at_step = -1;    // ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP: SIGKILL midway through this step's save
   int64_t save_delay_ms = 0;            // ROFORMER_FAULT_SAVE_DELAY_MS: each save sleeps this long midway
+  int64_t publish_delay_ms = 0;         // ROFORMER_FAULT_PUBLISH_DELAY_MS: each publish (core/publish.h) sleeps
+                                        // this long between removing the old files and renaming the new ones
 
   static Faults from_environment();
 };

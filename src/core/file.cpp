@@ -80,10 +80,12 @@ std::string read_file(const std::string& path, const std::string& what) {
 }
 
 void write_file_checked(const std::string& path, const std::string& bytes) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) throw Error(fmt::format("cannot write '{}': {} (is the disk full?)", path, std::strerror(errno)));
+  if (!out)
+    throw Error(fmt::format("cannot write '{}': {}", path, errno ? std::strerror(errno) : "a write failed (is the disk full?)"));
 }
 
 void sync_to_disk(const std::string& path, bool directory) {

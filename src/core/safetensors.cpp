@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -71,8 +72,9 @@ void save_safetensors(const std::string& path,
   std::string text = header.dump();
   // Pad with spaces so that 8 + header length is a multiple of 8: the data starts 8-byte aligned.
   text.append((8 - text.size() % 8) % 8, ' ');
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail(path, "cannot open for writing");
+  if (!out) fail(path, std::string("cannot open for writing: ") + (errno ? std::strerror(errno) : "refused"));
   const uint64_t n = text.size();
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
@@ -81,7 +83,7 @@ void save_safetensors(const std::string& path,
   for (const auto& t : data)
     out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
   out.flush();
-  if (!out) fail(path, "write failed (disk full?)");
+  if (!out) fail(path, std::string("write failed: ") + (errno ? std::strerror(errno) : "disk full?"));
 }
 
 namespace {

@@ -8,15 +8,23 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 #include <system_error>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "core/file.h"
+#include "core/stale.h"
 
 namespace roformer::core {
 
 namespace {
 
-char g_dir[4096];  // the guarded folder, for the handler (empty: none)
+// The guarded folders, for the handler: a slot is in use while its path is not empty (written before
+// and cleared after the handler may read it; guards are made and ended on one thread).
+char g_dirs[TempDirGuard::kMaxGuards][4096];
+int g_active = 0;  // guards alive: the handler is installed while there are any
 struct sigaction g_previous_int, g_previous_term;
 
 struct LinuxDirent64 {
@@ -59,10 +67,11 @@ void remove_below(int fd, int depth) {
 }
 
 extern "C" void on_signal(int sig) {
-  if (g_dir[0] != '\0') {
-    const int fd = ::open(g_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  for (auto& dir : g_dirs) {
+    if (dir[0] == '\0') continue;
+    const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) remove_below(fd, 0);
-    ::rmdir(g_dir);
+    ::rmdir(dir);
   }
   // Die of the signal as without the guard (the exit status says so).
   struct sigaction dfl {};
@@ -76,24 +85,64 @@ extern "C" void on_signal(int sig) {
 
 TempDirGuard::TempDirGuard(std::filesystem::path dir) : dir_(std::move(dir)) {
   const std::string s = dir_.string();
-  if (s.size() < sizeof g_dir) {
-    std::memcpy(g_dir, s.c_str(), s.size() + 1);
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &g_previous_int);
-    ::sigaction(SIGTERM, &sa, &g_previous_term);
+  for (auto& slot : g_dirs) {
+    if (slot[0] != '\0' || s.size() >= sizeof slot) continue;
+    std::memcpy(slot + 1, s.c_str() + 1, s.size());  // the first byte last: the slot is in use from then on
+    slot[0] = s.empty() ? '\0' : s[0];
+    slot_ = &slot[0];
+    break;
   }
+  if (!slot_ || g_active++ > 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &g_previous_int);
+  ::sigaction(SIGTERM, &sa, &g_previous_term);
 }
 
 TempDirGuard::~TempDirGuard() {
-  if (g_dir[0] != '\0') {
-    ::sigaction(SIGINT, &g_previous_int, nullptr);
-    ::sigaction(SIGTERM, &g_previous_term, nullptr);
-    g_dir[0] = '\0';
+  if (slot_) {
+    if (--g_active == 0) {
+      ::sigaction(SIGINT, &g_previous_int, nullptr);
+      ::sigaction(SIGTERM, &g_previous_term, nullptr);
+    }
+    slot_[0] = '\0';
   }
   std::error_code ec;
   remove_tree(dir_, ec);
+}
+
+namespace {
+
+std::filesystem::path temp_root() {
+  std::error_code ec;
+  const auto root = std::filesystem::temp_directory_path(ec);
+  if (ec) {
+    const char* env = std::getenv("TMPDIR");
+    throw Error(fmt::format("the temporary folder {} is not usable: {}; set TMPDIR to a writable folder", env ? env : "/tmp",
+                            ec.message()));
+  }
+  return root;
+}
+
+std::filesystem::path fresh_scratch(const std::string& prefix) {
+  const std::filesystem::path root = temp_root();
+  remove_dead_process_entries(root, prefix);
+  std::random_device rd;
+  return root / fmt::format("{}{}-{}", prefix, ::getpid(), rd());
+}
+
+}  // namespace
+
+ScratchDir::ScratchDir(const std::string& prefix, const std::string& what) : what_(what), guard_(fresh_scratch(prefix)) {
+  std::error_code ec;
+  std::filesystem::create_directories(guard_.path(), ec);
+  if (ec) fail(ec.message());
+}
+
+void ScratchDir::fail(const std::string& reason) const {
+  throw Error(fmt::format("cannot write {} into {} (TMPDIR, or /tmp when unset): {}; set TMPDIR to a writable folder "
+                          "with room", what_, guard_.path().parent_path().string(), reason));
 }
 
 }  // namespace roformer::core

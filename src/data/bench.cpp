@@ -3,7 +3,6 @@
 #include "data/bench.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/temp_dir_guard.h"
 #include "data/corpus.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -57,15 +57,8 @@ std::string measure_loader(const std::shared_ptr<const PreparedCorpus>& corpus, 
 
 std::string run_data_benchmark(const DataBenchOptions& options) {
   if (!fs::exists(options.input)) throw Error("benchmark input not found: " + options.input + " (pass --input FILE)");
-  const fs::path work = fs::temp_directory_path() / ("roformer-bench-" + std::to_string(::getpid()));
-  fs::create_directories(work);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      core::remove_tree(p, ec);
-    }
-  } cleanup{work};
+  const core::ScratchDir scratch("roformer-bench-", "the benchmark's tokenizer and prepared copies");
+  const fs::path& work = scratch.path();  // removed on every exit path, a stop signal included
 
   // Each measurement takes seconds (the loader's --seconds each): a line before each says where it is.
   const int64_t measurements = (options.tokenizer.empty() ? 1 : 0) + static_cast<int64_t>(options.threads_list.size()) + 4;

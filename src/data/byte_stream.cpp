@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -19,6 +20,9 @@ namespace roformer::data {
 namespace {
 
 constexpr size_t kBufferBytes = size_t{1} << 20;
+// The largest zstd window decoded: libzstd's default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT, what `zstd
+// --long` without a number uses), 128 MiB of decoder memory at most.
+constexpr int kMaxZstdWindowLog = 27;
 
 }  // namespace
 
@@ -104,7 +108,18 @@ struct ByteStream::Impl {
     return got;
   }
 
-  // Several gzip members one after another (pigz, bgzip, `cat a.gz b.gz`) are one stream.
+  // After the last gzip member: true when nothing but zero bytes follow (padding that tape and block
+  // tools add, which gzip itself ignores), consumed to the end; false at a byte that is not zero.
+  bool only_zeros_remain() {
+    while (refill()) {
+      for (; in_pos < in_len; ++in_pos)
+        if (in[in_pos] != 0) return false;
+    }
+    return true;
+  }
+
+  // Several gzip members one after another (pigz, bgzip, `cat a.gz b.gz`) are one stream; zero
+  // bytes after the last one are padding.
   size_t read_gzip(char* out, size_t n) {
     gz.next_out = reinterpret_cast<Bytef*>(out);
     gz.avail_out = static_cast<uInt>(n);
@@ -113,7 +128,8 @@ struct ByteStream::Impl {
         if (gz_in_member) truncated(n - gz.avail_out);
         break;
       }
-      if (!gz_in_member) {  // a new member starts here
+      if (!gz_in_member) {  // a new member starts here, or zero padding ends the stream
+        if (in[in_pos] == 0 && only_zeros_remain()) break;
         if (inflateReset(&gz) != Z_OK) corrupt("cannot reset the decoder", n - gz.avail_out);
         gz_in_member = true;
       }
@@ -140,6 +156,12 @@ struct ByteStream::Impl {
       const size_t before = out.pos;
       const size_t ret = ZSTD_decompressStream(zstd, &out, &input);
       in_pos += input.pos;
+      if (ZSTD_isError(ret) && ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge)
+        throw Error(fmt::format("{}: the zstd frame needs a window larger than {} MiB (it was compressed with zstd "
+                                "--long=28 or more): roformer keeps its memory bounded and decodes windows up to {} "
+                                "MiB; decompress it first (zstd -d --long=31 {}) or compress it again without --long",
+                                path, (size_t{1} << kMaxZstdWindowLog) >> 20, (size_t{1} << kMaxZstdWindowLog) >> 20,
+                                path));
       if (ZSTD_isError(ret)) corrupt(ZSTD_getErrorName(ret), out.pos);
       zstd_pending = ret;
       // The file has ended inside a frame and the decoder has nothing left to flush.
@@ -164,6 +186,7 @@ ByteStream::ByteStream(const std::string& path) : impl_(std::make_unique<Impl>()
   } else if (impl_->compression == Compression::kZstd) {
     impl_->zstd = ZSTD_createDCtx();
     if (!impl_->zstd) throw Error("cannot start the zstd decoder for " + path + " (out of memory?)");
+    ZSTD_DCtx_setParameter(impl_->zstd, ZSTD_d_windowLogMax, kMaxZstdWindowLog);
   }
 }
 
@@ -184,19 +207,43 @@ Compression ByteStream::compression() const { return impl_->compression; }
 int64_t ByteStream::file_bytes() const { return impl_->file_read; }
 int64_t ByteStream::content_bytes() const { return impl_->content; }
 
+size_t text_cut(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
+  const size_t space = text.rfind(' ', max_bytes);  // the piece ends before it; the next starts with it
+  if (space != std::string_view::npos && space > 0) return space;
+  size_t cut = max_bytes;  // text[cut] starts a character unless it is a continuation byte 10xxxxxx
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return cut > 0 ? cut : max_bytes;  // no boundary within reach: not UTF-8, and reported as such
+}
+
 bool LineReader::next(std::string& line) {
+  bool line_ends = false;
+  return next_piece(line, std::string::npos, line_ends);
+}
+
+bool LineReader::next_piece(std::string& piece, size_t max_bytes, bool& line_ends) {
   size_t scanned = pos_;  // bytes from pos_ known to hold no '\n'
   for (;;) {
     const size_t nl = buffer_.find('\n', scanned);
-    if (nl != std::string::npos) {
-      line.assign(buffer_, pos_, nl - pos_);
+    const size_t held = (nl == std::string::npos ? buffer_.size() : nl) - pos_;  // of this line, in the buffer
+    if (nl != std::string::npos && held <= max_bytes) {
+      piece.assign(buffer_, pos_, held);
       pos_ = nl + 1;
+      line_ends = true;
+      return true;
+    }
+    if (held > max_bytes) {  // more than a piece, and the line goes on
+      const size_t cut = text_cut(std::string_view(buffer_).substr(pos_, held), max_bytes);
+      piece.assign(buffer_, pos_, cut);
+      pos_ += cut;
+      line_ends = false;
       return true;
     }
     if (end_) {
       if (pos_ >= buffer_.size()) return false;
-      line.assign(buffer_, pos_, std::string::npos);  // the last line has no '\n'
+      piece.assign(buffer_, pos_, std::string::npos);  // the last line has no '\n'
       pos_ = buffer_.size();
+      line_ends = true;
       return true;
     }
     buffer_.erase(0, pos_);  // keep only the unfinished line, then read more

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace roformer::data {
 
@@ -42,12 +43,22 @@ class ByteStream {
   std::unique_ptr<Impl> impl_;
 };
 
+// Where to cut `text` (longer than `max_bytes`) so that its first piece, text[0, cut), holds at
+// most `max_bytes`: before the last space within reach (SentencePiece splits its input at spaces and
+// drops the spaces at either end, so the pieces encode to the tokens of the whole), else at the last
+// UTF-8 character boundary within reach (only there may the tokens differ). Always 0 < cut <= max_bytes.
+size_t text_cut(std::string_view text, size_t max_bytes);
+
 // Lines of a ByteStream, without their '\n'.
 class LineReader {
  public:
   explicit LineReader(const std::string& path) : stream_(path) {}
   // The next line into `line`; false at the end. A last line without '\n' is still a line.
   bool next(std::string& line);
+  // The next piece of a line into `piece`, holding at most `max_bytes` (max_bytes >= 4): the rest of
+  // the line when it fits (`line_ends` true), else a piece cut by text_cut (`line_ends` false). Memory
+  // stays within max_bytes plus the read buffer, however long the line. False at the end.
+  bool next_piece(std::string& piece, size_t max_bytes, bool& line_ends);
   const ByteStream& stream() const { return stream_; }
 
  private:

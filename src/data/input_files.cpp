@@ -2,15 +2,22 @@
 #include "data/input_files.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/run_dir_names.h"
 #include "data/corpus.h"
 #include "data/corpus_format.h"
+#include "data/tokenizer.h"
 
 namespace roformer::data {
 
@@ -24,12 +31,30 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 bool is_pattern(const std::string& entry) { return entry.find_first_of("*?[") != std::string::npos; }
 
+// What roformer wrote into `dir`, if it is one of its outputs (never input text: its .json files are
+// records, not JSONL): "" otherwise.
+std::string roformer_output_kind(const fs::path& dir) {
+  std::error_code ec;
+  auto has = [&](const char* name) { return fs::exists(dir / name, ec); };
+  if (has(core::kRunLockFile)) return "a roformer run directory";
+  if (is_prepared_dir(dir.string())) return "a prepared corpus";
+  if (has(kTokenizerModelFile) && has(kTokenizerSettingsFile)) return "a tokenizer of `roformer tokenizer train`";
+  if (has("config.json") && has("model.safetensors")) return "a model export";
+  if (has("manifest.json") && has("trainer_state.json")) return "a checkpoint";
+  return "";
+}
+
 // Every corpus file under `folder` (recursively, hidden entries skipped), sorted by path.
+// Folders that are roformer's own outputs (a run directory, a prepared corpus, a tokenizer, an export,
+// a checkpoint) are skipped with a note: a run whose directory lies inside its input folder must
+// not read its own records.
 std::vector<std::string> folder_files(const std::string& folder) {
   if (is_prepared_dir(folder))
     throw Error(fmt::format("input {} is a prepared corpus (the output of `roformer prepare`), not text to read; "
                             "list the text it was prepared from, or use the folder itself as training data "
                             "(data.train_files)", folder));
+  if (const std::string kind = roformer_output_kind(folder); !kind.empty())
+    throw Error(fmt::format("input folder {} is {}, not text to read; list the folder of text instead", folder, kind));
   std::vector<std::string> files;
   bool unfinished_prepare = false;
   std::error_code ec;
@@ -42,8 +67,19 @@ std::vector<std::string> folder_files(const std::string& folder) {
       if (it->is_directory(ec)) it.disable_recursion_pending();
       continue;
     }
+    if (it->is_directory(ec)) {
+      if (const std::string kind = roformer_output_kind(it->path()); !kind.empty()) {
+        spdlog::info("input folder {}: skipping {}, {} (roformer's output, not input text)", folder,
+                     it->path().string(), kind);
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
     if (name == format::kIndexFile || name == format::shard_name(0)) unfinished_prepare = true;
-    if (it->is_regular_file(ec) && is_corpus_file_name(name)) files.push_back(it->path().string());
+    if (!is_corpus_file_name(name)) continue;
+    if (it->is_regular_file(ec)) files.push_back(it->path().string());
+    else if (ec)  // a corpus name that cannot be read (a link in a loop): not to be left out silently
+      throw Error(fmt::format("cannot read input {}: {} (check where its links lead)", it->path().string(), ec.message()));
   }
   if (files.empty())
     throw Error(fmt::format(
@@ -70,22 +106,49 @@ std::vector<std::string> pattern_matches(const std::string& pattern) {
   return paths;
 }
 
-void append_entry(const std::string& entry, bool from_pattern, std::vector<std::string>& files) {
+// A file found, and the listed entry it came from.
+struct Found {
+  std::string path;
+  std::string entry;
+};
+
+void append_entry(const std::string& entry, const std::string& listed, std::vector<Found>& files) {
   std::error_code ec;
   if (fs::is_directory(entry, ec)) {
-    const auto found = folder_files(entry);
-    files.insert(files.end(), found.begin(), found.end());
+    for (auto& path : folder_files(entry)) files.push_back({std::move(path), listed});
     return;
   }
   if (!fs::exists(entry, ec)) {
-    if (!from_pattern && is_pattern(entry)) {
-      for (const auto& path : pattern_matches(entry)) append_entry(path, true, files);
+    if (ec && ec != std::errc::no_such_file_or_directory)  // a symbolic link loop, a component not a folder, ...
+      throw Error(fmt::format("cannot read input {}: {} (check the path{})", entry, ec.message(),
+                              ec == std::errc::too_many_symbolic_link_levels ? " and where its links lead" : ""));
+    if (entry == listed && is_pattern(entry)) {
+      for (const auto& path : pattern_matches(entry)) append_entry(path, listed, files);
       return;
     }
+    struct stat link {};
+    if (::lstat(entry.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+      throw Error("input " + entry + " is a symbolic link to nothing (its target is missing); check where it leads");
     throw Error("input file not found: " + entry + " (check the path)");
   }
   if (!fs::is_regular_file(entry, ec)) throw Error("input is not a regular file: " + entry);
-  files.push_back(entry);
+  files.push_back({entry, listed});
+}
+
+// A file reached twice (listed twice, through a folder and by name, by two patterns, by a link) would
+// be read twice: refused, naming both ways it was reached.
+void check_each_file_once(const std::vector<Found>& files) {
+  std::map<std::pair<dev_t, ino_t>, const Found*> seen;
+  for (const auto& f : files) {
+    struct stat st {};
+    if (::stat(f.path.c_str(), &st) != 0) continue;  // reported when it is read
+    const auto [it, fresh] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), &f);
+    if (fresh) continue;
+    const Found& first = *it->second;
+    auto how = [](const Found& x) { return x.path == x.entry ? "listed itself" : "from " + x.entry; };
+    throw Error(fmt::format("input {} would be read twice ({}, and {} as {}); list each file once (to weight a file, "
+                            "copy it)", first.path, how(first), how(f), f.path));
+  }
 }
 
 }  // namespace
@@ -105,8 +168,11 @@ bool is_corpus_file_name(const std::string& file_name) {
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
   if (inputs.empty()) throw Error("no input files given (pass at least one --input FILE, folder or pattern)");
+  std::vector<Found> found;
+  for (const auto& entry : inputs) append_entry(entry, entry, found);
+  check_each_file_once(found);
   std::vector<std::string> files;
-  for (const auto& entry : inputs) append_entry(entry, false, files);
+  for (auto& f : found) files.push_back(std::move(f.path));
   return files;
 }
 

@@ -8,7 +8,9 @@
 //              (glob(3): * and ? never match '/', no **); a matched folder is read like a folder
 // The files of one folder or pattern are sorted by path, byte by byte (shard-00009 before
 // shard-00010 when numbers are zero-padded, as published corpora are); the entries keep their
-// listed order, and a file listed twice is read twice.
+// listed order. A file reached twice (listed twice, or by name and through its folder) is an error.
+// Inside a folder, roformer's own outputs (a run directory, a prepared corpus, a tokenizer, an
+// export, a checkpoint) are skipped: a run directory inside its input folder is never read.
 #pragma once
 
 #include <string>
@@ -18,7 +20,7 @@ namespace roformer::data {
 
 // The files of `inputs`, expanded as above. Throws roformer::Error, before anything is written,
 // when an entry names nothing: a missing file, a pattern matching nothing, a folder without corpus
-// files, a prepared corpus (the output of `roformer prepare`, not an input).
+// files, a prepared corpus or another output of roformer (not an input), a file reached twice.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs);
 
 // True when a file name is one a folder's expansion takes (see above).

@@ -18,11 +18,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
 
@@ -33,7 +35,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/progress_bar.h"
-#include "core/stale.h"
+#include "core/publish.h"
 #include "core/utf8.h"
 #include "data/corpus_format.h"
 #include "data/input_files.h"
@@ -51,39 +53,59 @@ using format::shard_name;
 namespace {
 
 constexpr size_t kChunkBytes = 256 * 1024;  // text per work item
+// Text of the chunks in flight at most, unless one chunk alone holds more (a JSONL line of up to
+// kMaxRecordBytes): memory does not grow with the thread count times the longest record.
+constexpr int64_t kMaxInFlightBytes = 64 * 1024 * 1024;
 constexpr const char* kStagingPrefix = ".prepare-staging-";
 
 // Appends elements to a file after a header that is rewritten with the final count on close; the
-// file carries a .tmp suffix until then.
+// file carries a .tmp suffix until then. The first failed write throws, with the system's reason (a
+// full disk, a file-size limit), so a run stops at once instead of encoding on.
 class BinaryWriter {
  public:
   BinaryWriter(const fs::path& path) : path_(path), tmp_(path.string() + ".tmp"), out_(tmp_, std::ios::binary | std::ios::trunc) {
-    if (!out_) throw Error("cannot create " + tmp_ + " (no permission or disk full?)");
+    if (!out_) throw Error(fmt::format("cannot create {}: {}", tmp_, std::strerror(errno)));
     FileHeader blank{};
-    out_.write(reinterpret_cast<const char*>(&blank), sizeof(blank));
+    write(&blank, sizeof(blank));
   }
-  void write(const void* data, size_t bytes) { out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes)); }
+  void write(const void* data, size_t bytes) {
+    errno = 0;
+    out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+    if (!out_) failed();
+  }
   void close(const FileHeader& header) {
+    errno = 0;
     out_.seekp(0);
     out_.write(reinterpret_cast<const char*>(&header), sizeof(header));
     out_.close();
-    if (!out_) throw Error("cannot write " + tmp_ + " (disk full?)");
+    if (!out_) failed();
     fs::rename(tmp_, path_);
   }
 
  private:
+  [[noreturn]] void failed() const {
+    throw Error(fmt::format("cannot write {}: {}", tmp_, errno ? std::strerror(errno) : "a write failed (disk full?)"));
+  }
   fs::path path_;
   std::string tmp_;
   std::ofstream out_;
 };
 
 // A document as the reader hands it on: its paragraphs, or a JSONL line that an encoder parses
-// (JSON parsing is the costly part of reading, so it runs on the encoder threads).
+// (JSON parsing is the costly part of reading, so it runs on the encoder threads). A long plain-text
+// document comes in parts, each but the last marked `continues`.
 struct PendingDocument {
   std::vector<std::string> paragraphs;
   std::string json_line;
   const std::string* path = nullptr;  // of the JSONL file, for its errors
   int64_t line_number = 0;
+  bool continues = false;
+};
+
+// The tokens of one document part, and whether its document ends with it.
+struct EncodedPart {
+  int64_t tokens = 0;
+  bool ends_document = true;
 };
 
 struct Chunk {
@@ -92,9 +114,10 @@ struct Chunk {
   int64_t input_bytes = 0;                     // of the files, as stored
   int64_t text_bytes = 0;                      // of the paragraphs, a newline each (counted by the encoder)
   int64_t files_done = 0;                      // input files read to the end when the chunk was cut
+  int64_t held_bytes = 0;                      // of text, as read (the bound on chunks in flight)
   std::string error;                           // the input's first error, reported when the writer reaches it
-  std::vector<int32_t> tokens;                 // encoded, documents concatenated
-  std::vector<int64_t> lengths;                // tokens per non-empty document
+  std::vector<int32_t> tokens;                 // encoded, document parts concatenated
+  std::vector<EncodedPart> parts;              // one per document part of `docs`
 };
 
 // What every file of one prepare run records about the tokenizer.
@@ -105,8 +128,9 @@ struct TokenFormat {
 };
 
 // The queues between the parts, under one mutex. Chunks go reader -> `work` -> encoders -> `done`
-// (keyed by id) -> writer. in_flight bounds memory: the reader waits while that many chunks are
-// queued, being encoded, or waiting for the writer. The first error stops every part.
+// (keyed by id) -> writer. in_flight bounds memory: the reader waits while that many chunks, or
+// kMaxInFlightBytes of their text, are queued, being encoded, or waiting for the writer (a chunk
+// alone may hold more). The first error stops every part.
 class ChunkQueue {
  public:
   explicit ChunkQueue(int64_t max_in_flight) : max_in_flight_(max_in_flight) {}
@@ -114,10 +138,14 @@ class ChunkQueue {
   // Reader: queues the chunk under the next id, waiting for room; false when a part failed.
   bool submit(std::unique_ptr<Chunk> chunk) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return failed_ || in_flight_ < max_in_flight_; });
+    cv_.wait(lock, [&] {
+      return failed_ || in_flight_ == 0 ||
+             (in_flight_ < max_in_flight_ && in_flight_bytes_ + chunk->held_bytes <= kMaxInFlightBytes);
+    });
     if (failed_) return false;
     chunk->id = submitted_++;
     ++in_flight_;
+    in_flight_bytes_ += chunk->held_bytes;
     work_.push_back(std::move(chunk));
     cv_.notify_all();
     return true;
@@ -156,9 +184,10 @@ class ChunkQueue {
     return chunk;
   }
   // Writer: a chunk is written; the reader may queue another.
-  void release() {
+  void release(const Chunk& chunk) {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
+    in_flight_bytes_ -= chunk.held_bytes;
     cv_.notify_all();
   }
   // Any part: records the first error and wakes everyone to stop.
@@ -183,7 +212,7 @@ class ChunkQueue {
   std::deque<std::unique_ptr<Chunk>> work_;
   std::map<int64_t, std::unique_ptr<Chunk>> done_;
   const int64_t max_in_flight_;
-  int64_t in_flight_ = 0;
+  int64_t in_flight_ = 0, in_flight_bytes_ = 0;
   int64_t submitted_ = 0;      // the next chunk id
   int64_t chunks_total_ = -1;  // known once reading completed
   bool reading_finished_ = false, failed_ = false;
@@ -192,12 +221,17 @@ class ChunkQueue {
 
 // The next document of `reader` into `doc`, JSONL left unparsed; false at the end of the file.
 bool next_pending(DocumentReader& reader, const std::string& path, PendingDocument& doc) {
-  if (reader.format() != InputFormat::kJsonl) return reader.next(doc.paragraphs);
+  if (reader.format() != InputFormat::kJsonl) {
+    const bool got = reader.next(doc.paragraphs);
+    doc.continues = reader.document_continues();
+    return got;
+  }
   doc.path = &path;
   return reader.next_jsonl_line(doc.json_line, doc.line_number);
 }
 
-// The reader (runs on the calling thread): the files in order, cut into chunks of documents. Its
+// The reader (runs on the calling thread): the files in order, cut into chunks of documents (a
+// chunk may end between the parts of a long one). Its
 // own error (a damaged file) travels as the last chunk, so that an error in an earlier document,
 // found on an encoder thread, is still the one reported, as if the input were read in one pass.
 void read_chunks(const std::vector<std::string>& files, const PrepareOptions& options, ChunkQueue& queue) {
@@ -212,6 +246,7 @@ void read_chunks(const std::vector<std::string>& files, const PrepareOptions& op
       while (ok && next_pending(reader, files[f], doc)) {
         chunk_bytes += doc.json_line.size();
         for (const auto& p : doc.paragraphs) chunk_bytes += p.size() + 1;
+        chunk->held_bytes = static_cast<int64_t>(chunk_bytes);
         chunk->input_bytes += reader.bytes_read() - last_bytes;
         last_bytes = reader.bytes_read();
         chunk->docs.push_back(std::move(doc));
@@ -269,15 +304,18 @@ class EncoderPool {
   }
   void encode(Chunk& chunk) const {
     for (auto& doc : chunk.docs) {
-      if (doc.path) parse_jsonl_line(doc.json_line, text_field_, *doc.path, doc.line_number, doc.paragraphs);
+      if (doc.path) {
+        parse_jsonl_line(doc.json_line, text_field_, *doc.path, doc.line_number, doc.paragraphs);
+        std::string().swap(doc.json_line);  // a record may be large: only its paragraphs are kept
+      }
       const size_t before = chunk.tokens.size();
-      for (const auto& para : doc.paragraphs) {
+      for (auto& para : doc.paragraphs) {
         const auto ids = tokenizer_.encode(para);
         chunk.tokens.insert(chunk.tokens.end(), ids.begin(), ids.end());
         chunk.text_bytes += static_cast<int64_t>(para.size()) + 1;
+        std::string().swap(para);
       }
-      const int64_t len = static_cast<int64_t>(chunk.tokens.size() - before);
-      if (len > 0) chunk.lengths.push_back(len);
+      chunk.parts.push_back({static_cast<int64_t>(chunk.tokens.size() - before), !doc.continues});
     }
     chunk.docs.clear();
   }
@@ -295,8 +333,8 @@ struct WrittenShards {
 };
 
 // Appends documents to shard_00000.tok, shard_00001.tok, ... in `dir` (a new shard when the next
-// document would pass `max_shard_tokens`; a document never crosses shards) and their end offsets to
-// the document index.
+// document would pass `max_shard_tokens`, judged by its first part; a document never crosses
+// shards) and their end offsets to the document index. Documents without tokens are left out.
 class ShardWriter {
  public:
   ShardWriter(const fs::path& dir, const TokenFormat& token_format, int64_t max_shard_tokens)
@@ -305,9 +343,9 @@ class ShardWriter {
   }
   void append(const Chunk& chunk) {
     int64_t pos = 0;
-    for (const int64_t len : chunk.lengths) {
-      append_document(&chunk.tokens[static_cast<size_t>(pos)], len);
-      pos += len;
+    for (const EncodedPart& part : chunk.parts) {
+      append_part(chunk.tokens.data() + pos, part);
+      pos += part.tokens;
     }
     out_.stats.tokens += pos;
     out_.stats.bytes += chunk.input_bytes;
@@ -315,6 +353,7 @@ class ShardWriter {
   }
   // Closes the last shard and the index.
   void finish() {
+    if (open_tokens_ > 0) throw std::logic_error("prepare: the input ended inside a document");
     if (shard_) close_shard();
     index_.close(make_header(format::kIndexMagic, 8, out_.stats.documents + 1, out_.stats.documents, format_.vocab,
                              format_.fingerprint, 0));
@@ -322,8 +361,19 @@ class ShardWriter {
   const WrittenShards& written() const { return out_; }
 
  private:
-  void append_document(const int32_t* tokens, int64_t len) {
-    if (shard_ && shard_tokens_ > 0 && shard_tokens_ + len > max_shard_tokens_) close_shard();
+  void append_part(const int32_t* tokens, const EncodedPart& part) {
+    const int64_t len = part.tokens;
+    if (len > 0) write_tokens(tokens, len);
+    open_tokens_ += len;
+    if (!part.ends_document || open_tokens_ == 0) return;
+    ++shard_docs_;
+    offset_ += static_cast<uint64_t>(open_tokens_);
+    index_.write(&offset_, sizeof(offset_));
+    ++out_.stats.documents;
+    open_tokens_ = 0;
+  }
+  void write_tokens(const int32_t* tokens, int64_t len) {
+    if (open_tokens_ == 0 && shard_ && shard_tokens_ > 0 && shard_tokens_ + len > max_shard_tokens_) close_shard();
     if (!shard_) shard_ = std::make_unique<BinaryWriter>(dir_ / shard_name(static_cast<int64_t>(out_.shard_tokens.size())));
     buffer_.resize(static_cast<size_t>(len) * format_.token_bytes);
     for (int64_t k = 0; k < len; ++k) {
@@ -337,10 +387,6 @@ class ShardWriter {
     }
     shard_->write(buffer_.data(), buffer_.size());
     shard_tokens_ += len;
-    ++shard_docs_;
-    offset_ += static_cast<uint64_t>(len);
-    index_.write(&offset_, sizeof(offset_));
-    ++out_.stats.documents;
   }
   void close_shard() {
     shard_->close(make_header(format::kShardMagic, format_.token_bytes, shard_tokens_, shard_docs_, format_.vocab,
@@ -358,6 +404,7 @@ class ShardWriter {
   uint64_t offset_ = 0;                 // documents' tokens written so far
   std::unique_ptr<BinaryWriter> shard_;  // the open shard, if any
   int64_t shard_tokens_ = 0, shard_docs_ = 0;
+  int64_t open_tokens_ = 0;             // tokens of the document under way (parts written so far)
   std::vector<uint8_t> buffer_;
   WrittenShards out_;
 };
@@ -379,7 +426,7 @@ void write_chunks(ChunkQueue& queue, const fs::path& staging, const TokenFormat&
       writer.append(*chunk);
       files_done = chunk->files_done;
       progress.update(files_done, writer.written().stats.bytes, writer.written().stats.tokens);
-      queue.release();
+      queue.release(*chunk);
     }
     if (queue.failed()) return;
     writer.finish();
@@ -390,20 +437,65 @@ void write_chunks(ChunkQueue& queue, const fs::path& staging, const TokenFormat&
   }
 }
 
-// A fresh staging directory inside `out` for this process. Staging folders of runs that were
-// killed (their process is gone) are removed; a live run's is kept.
-fs::path make_staging_dir(const fs::path& out) {
-  fs::create_directories(out);
-  core::remove_dead_process_entries(out, kStagingPrefix);
-  const fs::path staging = out / (kStagingPrefix + std::to_string(::getpid()));
-  core::remove_tree(staging);
-  fs::create_directories(staging);
-  return staging;
+// This run's staging folder inside `out` (core/publish.h: a killed run's is removed by the next
+// one), and whether the run created `out` itself.
+class Staging {
+ public:
+  explicit Staging(const fs::path& out) : created_out_(make_dir(out)), out_(out), dir_(out, kStagingPrefix) {}
+  const fs::path& dir() const { return dir_.path(); }
+  core::StagingDir& staging_dir() { return dir_; }
+
+  // Removes the staging folder (and `out` when the run created it and it is empty again: nothing of
+  // anyone else's is removed) and throws `message`.
+  [[noreturn]] void abort(const std::string& message) const {
+    std::error_code ec;
+    core::remove_tree(dir_.path(), ec);
+    if (created_out_) fs::remove(out_, ec);
+    throw Error(message);
+  }
+
+ private:
+  static bool make_dir(const fs::path& out) {
+    std::error_code ec;
+    const bool created = !fs::exists(out, ec);
+    fs::create_directories(out);
+    return created;
+  }
+  bool created_out_;
+  fs::path out_;
+  core::StagingDir dir_;
+};
+
+// The files of the prepared corpus in `dir` that a new one replaces: meta.json, the index, the word
+// starts and the shards its meta.json lists (plain names), and nothing else of the folder (a user's
+// shard_notes.txt stays). In a folder the caller owns (a run's data cache, whose meta.json an
+// interrupted run may have removed), every name a shard of ours has as well.
+std::vector<fs::path> old_corpus_files(const fs::path& dir, bool own_dir) {
+  std::vector<fs::path> files = {dir / format::kMetaFile, dir / format::kIndexFile, dir / format::kWordStartsFile};
+  try {
+    const auto meta = nlohmann::json::parse(core::read_file((dir / format::kMetaFile).string(), "meta.json"));
+    for (const auto& shard : meta.at("shards")) {
+      const std::string name = shard.at("file").get<std::string>();
+      if (!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..") files.push_back(dir / name);
+    }
+  } catch (const std::exception&) {
+    // No readable list: only the fixed names (and in our own folder, the shard names below).
+  }
+  if (own_dir)
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();  // shard_NNNNN.tok
+      const size_t digits = name.size() - std::min(name.size(), std::strlen("shard_.tok"));
+      if (digits >= 5 && name.rfind("shard_", 0) == 0 && name.compare(6 + digits, 4, ".tok") == 0 &&
+          name.find_first_not_of("0123456789", 6) == 6 + digits)
+        files.push_back(entry.path());
+    }
+  return files;
 }
 
 // Writes the word-start table, then swaps the staged files into `out` and writes meta.json last.
-void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok, const TokenFormat& token_format,
+void publish(core::StagingDir& staging_dir, const fs::path& out, const Tokenizer& tok, const TokenFormat& token_format,
              const PrepareOptions& options, const std::vector<std::string>& files, const WrittenShards& written) {
+  const fs::path& staging = staging_dir.path();
   // Word-start flags for whole-word masking, so the loader needs no tokenizer.
   BinaryWriter words(staging / format::kWordStartsFile);
   words.write(tok.word_start_table().data(), tok.word_start_table().size());
@@ -430,20 +522,12 @@ void publish(const fs::path& staging, const fs::path& out, const Tokenizer& tok,
   core::write_file_checked((staging / format::kMetaFile).string(), meta.dump(2) + "\n");
 
   // Swap in, renames only: first remove the old meta.json so the directory never looks complete
-  // with mixed files, then the old corpus's files, then the new ones, meta.json last.
-  fs::remove(out / format::kMetaFile);
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("shard_", 0) == 0 || name == format::kIndexFile || name == format::kWordStartsFile) fs::remove(entry.path());
-  }
-  for (size_t s = 0; s < written.shard_tokens.size(); ++s) {
-    const std::string name = shard_name(static_cast<int64_t>(s));
-    fs::rename(staging / name, out / name);
-  }
-  fs::rename(staging / format::kIndexFile, out / format::kIndexFile);
-  fs::rename(staging / format::kWordStartsFile, out / format::kWordStartsFile);
-  fs::rename(staging / format::kMetaFile, out / format::kMetaFile);
-  core::remove_tree(staging);
+  // with mixed files (old_corpus_files lists it first), then the old corpus's files, then the new
+  // ones, meta.json last.
+  std::vector<std::string> names;
+  for (size_t s = 0; s < written.shard_tokens.size(); ++s) names.push_back(shard_name(static_cast<int64_t>(s)));
+  for (const char* name : {format::kIndexFile, format::kWordStartsFile, format::kMetaFile}) names.push_back(name);
+  staging_dir.publish(old_corpus_files(out, options.own_out_dir), names);
 }
 
 // meta.json of a corpus `prepare` wrote (not merely a file of that name).
@@ -480,13 +564,6 @@ void check_out_dir(const fs::path& out, const PrepareOptions& options) {
                           "or empty directory", options.out_dir, core::listed_names(names)));
 }
 
-// Removes the staging directory and throws `message`.
-[[noreturn]] void abort_prepare(const fs::path& staging, const std::string& message) {
-  std::error_code ec;
-  core::remove_tree(staging, ec);
-  throw Error(message);
-}
-
 }  // namespace
 
 PrepareStats prepare_corpus(const PrepareOptions& options) {
@@ -504,7 +581,7 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
 
   const fs::path out(options.out_dir);
   check_out_dir(out, options);
-  const fs::path staging = make_staging_dir(out);
+  Staging staging(out);
 
   ChunkQueue queue(2 * threads + 2);
   WrittenShards written;
@@ -513,7 +590,7 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
     std::thread writer;
     try {
       writer = std::thread([&] {
-        write_chunks(queue, staging, token_format, options, static_cast<int64_t>(files.size()), total_bytes, written);
+        write_chunks(queue, staging.dir(), token_format, options, static_cast<int64_t>(files.size()), total_bytes, written);
       });
     } catch (const std::system_error& e) {
       queue.fail(e.what());  // the encoders stop; the pool's destructor joins them
@@ -523,19 +600,21 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
     encoders.join();
     writer.join();
   } catch (const Error& e) {
-    abort_prepare(staging, e.what());
+    staging.abort(e.what());
   }
-  if (queue.failed()) abort_prepare(staging, queue.error());
+  if (queue.failed()) staging.abort(queue.error());
   if (written.stats.documents == 0) {
     std::string names;
     for (const auto& p : options.inputs) names += (names.empty() ? "" : ", ") + p;
-    abort_prepare(staging, "the corpus is empty: no text in " + names + " (plain text: one paragraph a line; JSONL and "
+    staging.abort("the corpus is empty: no text in " + names + " (plain text: one paragraph a line; JSONL and "
                                "Parquet: the \"" + options.text_field + "\" field)");
   }
   try {
-    publish(staging, out, tok, token_format, options, files, written);
+    publish(staging.staging_dir(), out, tok, token_format, options, files, written);
+  } catch (const Error& e) {
+    staging.abort(e.what());
   } catch (const fs::filesystem_error& e) {
-    abort_prepare(staging, std::string("cannot write the prepared corpus: ") + e.what());
+    staging.abort(std::string("cannot write the prepared corpus: ") + e.what());
   }
   PrepareStats stats = written.stats;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

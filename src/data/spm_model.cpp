@@ -102,7 +102,8 @@ void read_normalizer_spec(std::string_view bytes, SpmModel& m) {
   WireReader r(bytes);
   while (!r.done()) {
     const auto [f, w] = r.tag();
-    if (f == 2 && w == 2) m.precompiled_charsmap = std::string(r.length_delimited());
+    if (f == 1 && w == 2) m.normalizer_name = std::string(r.length_delimited());
+    else if (f == 2 && w == 2) m.precompiled_charsmap = std::string(r.length_delimited());
     else if (f == 3 && w == 0) m.add_dummy_prefix = r.varint() != 0;
     else if (f == 4 && w == 0) m.remove_extra_whitespaces = r.varint() != 0;
     else if (f == 5 && w == 0) m.escape_whitespaces = r.varint() != 0;
@@ -128,6 +129,58 @@ std::optional<SpmModel> parse_spm_model(std::string_view bytes) {
   }
   if (m.pieces.empty()) return std::nullopt;
   return m;
+}
+
+// darts-clone's unit (darts.h, DoubleArrayUnit): bit 8 says a key ends below this node, the low 8
+// bits (with bit 31) are the label checked on the way in, bits 10-31 the offset to the children
+// (shifted by 8 more when bit 9 is set); a leaf unit's low 31 bits are its value, here the offset of
+// the rule's replacement.
+bool for_each_charsmap_rule(std::string_view charsmap,
+                            const std::function<void(std::string_view key, std::string_view replacement)>& visit) {
+  if (charsmap.size() < 4) return false;
+  uint32_t trie_bytes = 0;
+  for (int i = 0; i < 4; ++i) trie_bytes |= static_cast<uint32_t>(static_cast<uint8_t>(charsmap[i])) << (8 * i);
+  if (trie_bytes % 4 != 0 || trie_bytes == 0 || trie_bytes > charsmap.size() - 4) return false;
+  std::vector<uint32_t> units(trie_bytes / 4);
+  std::memcpy(units.data(), charsmap.data() + 4, trie_bytes);  // little-endian, as x86 and ARM are
+  const std::string_view replacements = charsmap.substr(4 + trie_bytes);
+  const auto offset = [](uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); };
+  const auto has_leaf = [](uint32_t u) { return ((u >> 8) & 1) != 0; };
+  const auto label = [](uint32_t u) { return u & ((1u << 31) | 0xFF); };
+
+  std::string key;
+  bool ok = true;
+  // Depth first from `node` (the index its children are found from): each child byte c in turn.
+  constexpr size_t kMaxKeyBytes = 256;  // SentencePiece's keys are a few characters; deeper is a cycle
+  std::function<void(size_t)> walk = [&](size_t node) {
+    if (key.size() >= kMaxKeyBytes) {
+      ok = false;
+      return;
+    }
+    for (uint32_t c = 1; c < 256 && ok; ++c) {
+      const size_t child = node ^ c;
+      if (child >= units.size() || label(units[child]) != c) continue;
+      const size_t next = child ^ offset(units[child]);
+      if (next >= units.size()) {
+        ok = false;
+        return;
+      }
+      key.push_back(static_cast<char>(c));
+      if (has_leaf(units[child])) {
+        const size_t at = units[next] & ((1u << 31) - 1);
+        const size_t end = at < replacements.size() ? replacements.find('\0', at) : std::string_view::npos;
+        if (end == std::string_view::npos) {
+          ok = false;
+          return;
+        }
+        visit(key, replacements.substr(at, end - at));
+      }
+      walk(next);
+      key.pop_back();
+    }
+  };
+  walk(offset(units[0]));
+  return ok;
 }
 
 }  // namespace roformer::data

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -22,22 +23,28 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The paragraphs of one JSONL or Parquet text: its lines, empty ones left out.
+// The paragraphs of one JSONL or Parquet text: its lines, empty ones left out, each longer than
+// kMaxParagraphBytes in pieces.
 void split_paragraphs(const std::string& text, std::vector<std::string>& paragraphs) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    if (end > start) paragraphs.emplace_back(text, start, end - start);
+    while (end > start) {
+      const size_t cut = text_cut(std::string_view(text).substr(start, end - start), kMaxParagraphBytes);
+      paragraphs.emplace_back(text, start, cut);
+      start += cut;
+    }
     start = end + 1;
   }
 }
 
-// A line of text or JSONL must be UTF-8; the error names the file, line and byte.
-void check_utf8_line(const std::string& line, const std::string& path, int64_t line_number) {
+// A line (or a piece of one, starting at byte `offset` of the line) of text or JSONL must be UTF-8;
+// the error names the file, line and byte.
+void check_utf8_line(const std::string& line, const std::string& path, int64_t line_number, int64_t offset = 0) {
   const int64_t bad = find_invalid_utf8(line);
   if (bad >= 0)
-    throw Error(path + ":" + std::to_string(line_number) + ": invalid UTF-8 at byte " + std::to_string(bad + 1) +
+    throw Error(path + ":" + std::to_string(line_number) + ": invalid UTF-8 at byte " + std::to_string(offset + bad + 1) +
                 " of the line; re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)");
 }
 
@@ -80,15 +87,43 @@ int64_t find_invalid_utf8(const std::string& text) {
   return -1;
 }
 
+namespace {
+
+// A Parquet file starts and ends with "PAR1" (its footer's magic): a text that merely starts with
+// those letters is text.
+bool ends_like_parquet(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const auto size = static_cast<int64_t>(in.tellg());
+  if (!in || size < 12) return false;
+  char tail[4];
+  in.seekg(size - 4);
+  in.read(tail, 4);
+  return in && std::string(tail, 4) == "PAR1";
+}
+
+// The first decompressed bytes of a compressed file.
+std::string decompressed_head(const std::string& path, size_t n) {
+  ByteStream stream(path);
+  std::string head(n, '\0');
+  head.resize(stream.read(head.data(), n));
+  return head;
+}
+
+}  // namespace
+
 InputKind input_kind(const std::string& path) {
   InputKind kind;
   const std::string head = read_head(path, 4);
   const fs::path name(path);
   const std::string ext = lower(name.extension().string());
-  if (head == "PAR1") {
+  const bool parquet_head = head == "PAR1";
+  if (parquet_head && ends_like_parquet(path)) {
     kind.format = InputFormat::kParquet;
     return kind;
   }
+  if (parquet_head && ext == ".parquet")
+    throw Error(fmt::format("{} starts like a Parquet file but does not end like one (no PAR1 footer): the file is "
+                            "truncated or still being written; copy or download it again", path));
   kind.compression = compression_of(head);
   // A name promising a format the bytes do not have: a damaged file or a mislabelled one, never
   // to be read as text.
@@ -99,6 +134,11 @@ InputKind input_kind(const std::string& path) {
                             path, ext, ext == ".parquet" ? "no PAR1 magic" : gzip_name ? "no gzip magic 1f 8b"
                                                                                   : "no zstd magic 28 b5 2f fd"));
   const std::string inner = gzip_name || zstd_name ? lower(name.stem().extension().string()) : ext;
+  // Parquet compresses its own pages, and its reader needs to seek: a compressed one is not read.
+  if (kind.compression != Compression::kNone && (inner == ".parquet" || decompressed_head(path, 4) == "PAR1"))
+    throw Error(fmt::format("{} is a {}-compressed Parquet file; Parquet compresses its pages itself and is read "
+                            "uncompressed: decompress it first ({} {})", path, compression_name(kind.compression),
+                            kind.compression == Compression::kGzip ? "gunzip -k" : "zstd -d", path));
   if (inner == ".jsonl" || inner == ".json") kind.format = InputFormat::kJsonl;
   return kind;
 }
@@ -118,16 +158,34 @@ int64_t DocumentReader::bytes_read() const {
   return lines_->stream().file_bytes();
 }
 
-bool DocumentReader::read_line(std::string& line) {
-  if (!lines_->next(line)) return false;
+// JSONL: a whole line, which is one JSON text.
+bool DocumentReader::read_record_line(std::string& line) {
+  bool line_ends = false;
+  if (!lines_->next_piece(line, kMaxRecordBytes, line_ends)) return false;
   ++line_number_;
+  if (!line_ends)
+    throw Error(fmt::format("{}:{}: the line is longer than {} MiB, the most one JSONL record may hold (it is read "
+                            "whole); split the document into several records, or give its text as plain text, one "
+                            "paragraph a line (no limit)", path_, line_number_, kMaxRecordBytes >> 20));
   line_bytes_ += static_cast<int64_t>(line.size()) + 1;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return true;
 }
 
+// Plain text: the next piece of a line, at most kMaxParagraphBytes, checked to be UTF-8.
+bool DocumentReader::read_piece(std::string& piece, bool& line_ends) {
+  if (!lines_->next_piece(piece, kMaxParagraphBytes, line_ends)) return false;
+  if (piece_offset_ == 0) ++line_number_;
+  line_bytes_ += static_cast<int64_t>(piece.size()) + (line_ends ? 1 : 0);
+  if (line_ends && !piece.empty() && piece.back() == '\r') piece.pop_back();
+  check_utf8_line(piece, path_, line_number_, piece_offset_);
+  piece_offset_ = line_ends ? 0 : piece_offset_ + static_cast<int64_t>(piece.size());
+  return true;
+}
+
 bool DocumentReader::next(std::vector<std::string>& paragraphs) {
   paragraphs.clear();
+  continues_ = false;
   switch (kind_.format) {
     case InputFormat::kJsonl: return next_jsonl(paragraphs);
     case InputFormat::kParquet: return next_parquet(paragraphs);
@@ -136,7 +194,7 @@ bool DocumentReader::next(std::vector<std::string>& paragraphs) {
 }
 
 bool DocumentReader::next_jsonl_line(std::string& line, int64_t& line_number) {
-  while (read_line(line)) {
+  while (read_record_line(line)) {
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     line_number = line_number_;
     return true;
@@ -174,6 +232,11 @@ bool DocumentReader::next_parquet(std::vector<std::string>& paragraphs) {
   std::string text;
   int64_t row = 0;
   while (parquet_->next(text, row)) {
+    if (text.size() > kMaxRecordBytes)
+      throw Error(fmt::format("{}: row {} (counting from 0), column \"{}\": the text is {:.1f} MiB, more than the {} "
+                              "MiB one document may hold (it is read whole); split the document into several rows, "
+                              "or give its text as plain text, one paragraph a line (no limit)", path_, row, field_,
+                              static_cast<double>(text.size()) / (1 << 20), kMaxRecordBytes >> 20));
     const int64_t bad = find_invalid_utf8(text);
     if (bad >= 0)
       throw Error(path_ + ": row " + std::to_string(row) + " (counting from 0), column \"" + field_ +
@@ -185,17 +248,36 @@ bool DocumentReader::next_parquet(std::vector<std::string>& paragraphs) {
   return false;
 }
 
+// Paragraphs up to a blank line, in parts of about kMaxDocumentPartBytes (document_continues()).
+// A blank line is one whose pieces hold nothing but spaces and tabs; such pieces of other lines are
+// left out too (they encode to nothing).
 bool DocumentReader::next_text(std::vector<std::string>& paragraphs) {
-  std::string line;
-  while (read_line(line)) {
-    check_utf8_line(line, path_, line_number_);
-    if (line.find_first_not_of(" \t") == std::string::npos) {
-      if (!paragraphs.empty()) return true;  // a blank line ends the document
-      continue;
+  size_t bytes = 0;
+  std::string piece;
+  bool line_ends = false;
+  while (read_piece(piece, line_ends)) {
+    if (piece.find_first_not_of(" \t") != std::string::npos) {
+      line_has_text_ = in_document_ = true;
+      bytes += piece.size();
+      paragraphs.push_back(std::move(piece));
+      piece.clear();
     }
-    paragraphs.push_back(line);
+    if (line_ends) {
+      const bool blank = !line_has_text_;
+      line_has_text_ = false;
+      if (blank && in_document_) {  // a blank line ends the document
+        in_document_ = false;
+        return true;
+      }
+    }
+    if (bytes >= kMaxDocumentPartBytes) {
+      continues_ = true;
+      return true;
+    }
   }
-  return !paragraphs.empty();
+  const bool open = in_document_;
+  in_document_ = false;
+  return open;
 }
 
 }  // namespace roformer::data

@@ -6,6 +6,12 @@
 // without a .gz/.zst suffix to tell JSONL from text). In JSONL and Parquet, newlines inside a text
 // separate paragraphs. Every paragraph is checked to be valid UTF-8; a bad one is a roformer::Error
 // naming the file and line (or row), never silently dropped or replaced.
+//
+// Memory does not grow with what one line holds (docs/data.md, "Memory"): a paragraph longer than
+// kMaxParagraphBytes is handed out in pieces cut before a space (byte_stream.h: text_cut), which
+// encode to the tokens of the whole; a plain-text document longer than kMaxDocumentPartBytes in
+// parts (document_continues). A JSONL line or Parquet value is one JSON text or value, so it is
+// read whole, up to kMaxRecordBytes; a longer one is an error naming the file and line (or row).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +24,15 @@
 namespace roformer::data {
 
 class ParquetTextReader;
+
+// The longest paragraph handed out: longer ones come in pieces (SentencePiece's training takes
+// paragraphs up to this length, tokenizer.h: kMaxSentenceBytes).
+constexpr size_t kMaxParagraphBytes = 64 * 1024;
+// A plain-text document comes in parts of about this much text (a file without blank lines is one
+// document).
+constexpr size_t kMaxDocumentPartBytes = 1024 * 1024;
+// The longest JSONL line and Parquet text value read.
+constexpr size_t kMaxRecordBytes = 64 * 1024 * 1024;
 
 // Returns the byte offset of the first invalid UTF-8 sequence in `text`, or -1 when it is valid
 // (overlong forms, surrogates and code points above U+10FFFF are invalid).
@@ -33,21 +48,25 @@ struct InputKind {
 };
 InputKind input_kind(const std::string& path);
 
-// One document at a time from one file: its paragraphs (non-empty lines, without '\n').
 // The paragraphs of one JSONL line of `path` (see DocumentReader): the line must be UTF-8 and a JSON
 // object with the string field `field`, else a roformer::Error naming path:line_number. Empty when
 // the text is.
 void parse_jsonl_line(const std::string& line, const std::string& field, const std::string& path, int64_t line_number,
                       std::vector<std::string>& paragraphs);
 
+// One document at a time from one file: its paragraphs (non-empty lines, without '\n').
 class DocumentReader {
  public:
   // `text_field`: the JSONL field or Parquet column holding the text.
   DocumentReader(const std::string& path, const std::string& text_field = "text");
   ~DocumentReader();
-  // Fills `paragraphs` with the next document's paragraphs; false at the end of the file.
-  // Documents without any text are skipped.
+  // Fills `paragraphs` with the next document's paragraphs, or the next part of a long plain-text
+  // document (document_continues() says whether more follows; a part may be empty when the text
+  // ended just after the one before); false at the end of the file. Documents without text are
+  // skipped.
   bool next(std::vector<std::string>& paragraphs);
+  // Whether the document of the last next() goes on in the next call.
+  bool document_continues() const { return continues_; }
   // Bytes of the file consumed so far (for progress; compressed input is read ahead by at most
   // 1 MiB); the file's size once it is read to the end.
   int64_t bytes_read() const;
@@ -57,7 +76,8 @@ class DocumentReader {
   bool next_jsonl_line(std::string& line, int64_t& line_number);
 
  private:
-  bool read_line(std::string& line);
+  bool read_record_line(std::string& line);
+  bool read_piece(std::string& piece, bool& line_ends);
   bool next_text(std::vector<std::string>& paragraphs);
   bool next_jsonl(std::vector<std::string>& paragraphs);
   bool next_parquet(std::vector<std::string>& paragraphs);
@@ -69,6 +89,10 @@ class DocumentReader {
   std::unique_ptr<ParquetTextReader> parquet_;  // Parquet
   int64_t line_number_ = 0;
   int64_t line_bytes_ = 0;                      // content bytes of the lines read
+  int64_t piece_offset_ = 0;                    // where the next piece starts in its line
+  bool line_has_text_ = false;                  // plain text: the line being read is not blank
+  bool in_document_ = false;                    // plain text: a document is open
+  bool continues_ = false;
 };
 
 }  // namespace roformer::data

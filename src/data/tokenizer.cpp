@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/publish.h"
 #include "core/utf8.h"
 #include "data/input_files.h"
 #include "data/read_progress.h"
@@ -30,6 +31,8 @@ namespace roformer::data {
 namespace fs = std::filesystem;
 
 namespace {
+
+static_assert(kMaxSentenceBytes >= static_cast<int64_t>(kMaxParagraphBytes), "SentencePiece would skip paragraphs");
 
 const char* const kSpecialPieces[Tokenizer::kNumSpecial] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
@@ -50,10 +53,6 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
     ++index_;
     advance();
   }
-  // Paragraphs served that SentencePiece skips for being longer than kMaxSentenceBytes, and the
-  // first file holding one.
-  int64_t too_long() const { return too_long_; }
-  const std::string& first_too_long_file() const { return first_too_long_file_; }
   const std::string& value() const override { return paragraphs_[index_]; }
   sentencepiece::util::Status status() const override {
     if (error_.empty()) return sentencepiece::util::Status();
@@ -92,9 +91,6 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
         reader_ = std::make_unique<DocumentReader>(inputs_[file_++], field_);
       }
       ++count_;
-      if (static_cast<int64_t>(paragraphs_[index_].size()) > kMaxSentenceBytes && file_ > 0) {
-        if (too_long_++ == 0) first_too_long_file_ = inputs_[file_ - 1];
-      }
     } catch (const Error& e) {
       error_ = e.what();
       done_ = true;
@@ -112,8 +108,6 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
   bool done_ = false;
   std::string error_;
   int64_t count_ = 0;
-  int64_t too_long_ = 0;
-  std::string first_too_long_file_;
 };
 
 // The two numbers of a SentencePiece message "... <before>A vs B..." or "... (A)... <= B." (0 when absent).
@@ -131,8 +125,7 @@ std::pair<int64_t, int64_t> numbers_after(const std::string& message, const std:
 }
 
 // SentencePiece's refusal, said in terms of the setting the user controls.
-[[noreturn]] void explain_training_failure(const std::string& status, const TokenizerTrainOptions& o,
-                                           const ParagraphIterator& it) {
+[[noreturn]] void explain_training_failure(const std::string& status, const TokenizerTrainOptions& o) {
   if (const auto [have, need] = numbers_after(status, "smaller than required_chars."); need > 0)
     throw Error(fmt::format("{} = {} is too small for this text: SentencePiece needs at least {} pieces (the 5 "
                             "special tokens plus every character kept, the 94 printable ASCII ones included); "
@@ -142,11 +135,6 @@ std::pair<int64_t, int64_t> numbers_after(const std::string& message, const std:
     throw Error(fmt::format("{} = {} is more pieces than this text supports (at most {} can be learned from it); "
                             "lower {} to {} or less, or train the tokenizer on more text",
                             o.vocab_size_name, have, most, o.vocab_size_name, most));
-  if (it.too_long() > 0)
-    throw Error(fmt::format("tokenizer training failed: {} line(s) of the input (the first in {}) are longer than "
-                            "SentencePiece's limit of {} bytes and were skipped, leaving too little text. Split "
-                            "long lines into paragraphs (one a line, a blank line between documents)",
-                            it.too_long(), it.first_too_long_file(), kMaxSentenceBytes));
   throw Error("tokenizer training failed: " + status +
               " (the vocabulary must hold every character kept, including the 94 printable ASCII characters, "
               "and the text must be varied enough for the requested size: adjust " + o.vocab_size_name + ")");
@@ -287,22 +275,22 @@ std::unordered_map<std::string, std::string> trainer_spec(const TokenizerTrainOp
   return spec;
 }
 
-// tokenizer.model, tokenizer.vocab and the settings record into --out. The old settings record goes
-// first: a record never describes a model it did not train.
+// tokenizer.model, tokenizer.vocab and the settings record into --out, all written in a staging
+// folder first (core/publish.h), so that a failed write (a full disk) or a stop signal leaves the
+// old tokenizer and its record as they were. The old settings record goes first and the new one
+// comes last: a record never describes a model it did not train.
 Tokenizer write_trained_tokenizer(const TokenizerTrainOptions& options, const std::string& model) {
   fs::create_directories(options.out_dir);
-  const fs::path settings_path = fs::path(options.out_dir) / kTokenizerSettingsFile;
-  std::error_code ec;
-  fs::remove(settings_path, ec);
-  if (ec) throw Error(fmt::format("cannot replace {}: {}", settings_path.string(), ec.message()));
-  const std::string model_path = (fs::path(options.out_dir) / kTokenizerModelFile).string();
-  core::write_file_atomic(model_path, model);
-  Tokenizer tok = Tokenizer::load(model_path);
+  core::StagingDir staging(options.out_dir, ".tokenizer-staging-");
+  core::write_file_checked((staging / kTokenizerModelFile).string(), model);
+  const Tokenizer staged = Tokenizer::load((staging / kTokenizerModelFile).string());
   std::string vocab;
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
-  core::write_file_atomic((fs::path(options.out_dir) / kTokenizerVocabFile).string(), vocab);
-  core::write_file_atomic(settings_path.string(), training_settings(options));
-  return tok;
+  for (int32_t id = 0; id < staged.vocab_size(); ++id) vocab += staged.id_to_piece(id) + "\t" + std::to_string(id) + "\n";
+  core::write_file_checked((staging / kTokenizerVocabFile).string(), vocab);
+  core::write_file_checked((staging / kTokenizerSettingsFile).string(), training_settings(options));
+  const fs::path out(options.out_dir);
+  staging.publish({out / kTokenizerSettingsFile}, {kTokenizerModelFile, kTokenizerVocabFile, kTokenizerSettingsFile});
+  return Tokenizer::load((out / kTokenizerModelFile).string());
 }
 
 }  // namespace
@@ -322,10 +310,7 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   const auto status = sentencepiece::SentencePieceTrainer::Train(spec, &it, &model);
   if (!it.error().empty()) throw Error(it.error());
   if (it.count() == 0) throw Error("no text found in the tokenizer inputs (are the files empty?)");
-  if (!status.ok()) explain_training_failure(status.ToString(), options, it);
-  if (it.too_long() > 0)
-    spdlog::warn("tokenizer: {} line(s) longer than {} bytes (the first in {}) were left out of its training; "
-                 "split long lines into paragraphs", it.too_long(), kMaxSentenceBytes, it.first_too_long_file());
+  if (!status.ok()) explain_training_failure(status.ToString(), options);
   const Tokenizer tok = write_trained_tokenizer(options, model);
   const std::string model_path = (fs::path(options.out_dir) / kTokenizerModelFile).string();
   spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {}) in {:.1f}s", tok.vocab_size(),

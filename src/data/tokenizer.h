@@ -78,7 +78,8 @@ constexpr const char* kTokenizerSettingsFile = "training.json";
 // seed, text field) as canonical JSON text: equal text, same training.
 std::string training_settings(const TokenizerTrainOptions& options);
 
-// SentencePiece skips training lines longer than this many bytes.
+// SentencePiece skips training paragraphs longer than this many bytes; the reader hands out none
+// (longer ones come in pieces: text_reader.h, kMaxParagraphBytes).
 constexpr int64_t kMaxSentenceBytes = 65536;
 
 // Trains a tokenizer and returns the .model path (out_dir/tokenizer.model; tokenizer.vocab and

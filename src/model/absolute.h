@@ -21,6 +21,8 @@ class AbsoluteTable {
   // Rows offset .. offset + seq_len - 1: (T, E), to be broadcast over the batch.
   torch::Tensor rows(int64_t offset, int64_t seq_len) const;
   int64_t size() const { return rows_; }
+  // The whole (P, E) table.
+  const torch::Tensor& weight() const { return embedding_->weight; }
   // Its P x E trainable elements, set by model.max_position_embeddings.
   TableSize table() const;
 

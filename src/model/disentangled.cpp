@@ -162,6 +162,9 @@ class DisentangledPositions final : public PositionScheme {
     if (stage != EmbeddingStage::kBeforeTokenTypes || !options_.model().position_biased_input) return x;
     return x + absolute_->rows(offset, x.size(1));  // (T, E) over (B, T, E)
   }
+  torch::Tensor input_position_table() const override {
+    return options_.model().position_biased_input ? absolute_->weight() : torch::Tensor();
+  }
 
   PositionInputs prepare(const torch::Tensor& x) override {
     const int64_t T = x.size(1);

@@ -4,7 +4,7 @@
 // policy. The defaults are the measured-best path for each device (docs/benchmarks.md): on the CPU
 // the reference kernels, bit-identical to the golden values; on CUDA the fast paths of issue 13.
 // The alternatives exist to be measured again: `roformer bench` sets them once, before the model is
-// built (--rotary, --separate-qkv, --separate-bias-add, --dense-head, --attention-kernel); tests
+// built (--rotary, --separate-qkv, --separate-bias-add, --dense-head, --attention-kernel, --fused-*); tests
 // switch with ScopedKernelPolicy, which puts the previous policy back. Set it before a model runs:
 // a captured CUDA graph replays the kernels of the policy it was captured under.
 //
@@ -55,6 +55,21 @@ struct KernelPolicy {
   // Only this SDPA kernel is allowed (LibTorch's global flags, set by set_kernel_policy); kAuto
   // leaves LibTorch's choice.
   AttentionKernel attention = AttentionKernel::kAuto;
+
+  // The fused ops of issue 38 (src/kernels, docs/kernels.md), off until a device has measured them.
+  // On: the op with its Triton kernel on CUDA (its ATen path where the kernel cannot run, as
+  // kernels::triton_*_unsupported says), its ATen path on the CPU; off: the model's own ops.
+  // RoFormerLayer::forward: post-LN's LN(u + drop(W a)) (both sublayers) and pre-LN's a = u + drop(...)
+  // with the LayerNorm after it as kernels::residual_dropout_layer_norm.
+  bool fused_layer_norm = false;
+  // RotaryAttention (model/rotary.cpp): q and k rotated together by kernels::rotary_qk from the fp32
+  // (T, D) rows of the rotary table; in place of apply_rotary / apply_rotary_fused.
+  bool fused_rotary = false;
+  // TrainStep::micro_step (train/step.cpp): the MLM loss sum and hits by kernels::cross_entropy_sum,
+  // from the (P, V) logits in their dtype, instead of an fp32 copy, cross_entropy and argmax.
+  bool fused_cross_entropy = false;
+  // RoFormerEmbeddings::forward: the tables' sum, LayerNorm and dropout by kernels::embedding_layer_norm.
+  bool fused_embedding = false;
 };
 
 // The policy in force (the defaults unless set).

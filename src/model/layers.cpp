@@ -7,6 +7,9 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/embedding.h"
+#include "kernels/layer_norm.h"
+#include "model/autocast.h"
 #include "model/kernel_policy.h"
 #include "model/recompute.h"
 
@@ -20,6 +23,23 @@ std::shared_ptr<torch::nn::Module> group(torch::nn::Module& parent, const std::s
 }
 torch::nn::LayerNorm layer_norm(int64_t size, double eps) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({size}).eps(eps));
+}
+
+// The dtype the unfused ops give a LayerNorm's input and output: under autocast LayerNorm computes
+// in fp32 (and the residual stream is fp32: the embeddings and every LayerNorm give fp32), else the
+// promoted dtype of its inputs.
+torch::ScalarType layer_norm_dtype(const torch::Tensor& x, const torch::Tensor& other) {
+  if (autocast_state(x.device().type()).enabled) return torch::kFloat;
+  return other.defined() ? torch::promote_types(x.scalar_type(), other.scalar_type()) : x.scalar_type();
+}
+
+// norm(residual + drop(x)) and residual + drop(x) (y, z) as one op: the layer's residual, dropout and
+// LayerNorm under KernelPolicy::fused_layer_norm. x: the sublayer's output (B, T, H).
+kernels::ResidualLayerNormOutput residual_dropout_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                                       const torch::nn::LayerNorm& norm, double p) {
+  const auto dtype = layer_norm_dtype(x, residual);
+  return kernels::residual_dropout_layer_norm(x.to(dtype), residual.to(dtype), norm->weight, norm->bias, p,
+                                              norm->options.eps(), kernels::backend_for(x.device()));
 }
 }  // namespace
 
@@ -57,6 +77,21 @@ RoFormerEmbeddingsImpl::RoFormerEmbeddingsImpl(const RoFormerOptions& options, s
 
 torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                                               int64_t position_offset) {
+  const double p = is_training() ? options_.model().hidden_dropout : 0.0;
+  if (kernel_policy().fused_embedding) {
+    // One op (sums in fp32 in the order word + type + position; DeBERTa's input positions are
+    // added before the token types below, a rounding apart).
+    kernels::EmbeddingInputs in;
+    in.ids = input_ids;
+    in.word = word_embeddings->weight;
+    if (token_type_embeddings) in.type = token_type_embeddings->weight;
+    in.type_ids = token_type_ids;
+    in.position = positions_->input_position_table();
+    in.position_offset = position_offset;
+    in.padding_idx = options_.pad_token_id();
+    return kernels::embedding_layer_norm(in, layer_norm->weight, layer_norm->bias, p, layer_norm->options.eps(),
+                                         kernels::backend_for(input_ids.device()));
+  }
   auto x = word_embeddings->forward(input_ids);  // (B, T, E)
   // Each family's order of the sums, so the rounding is its own: DebertaV2Embeddings adds the
   // positions before the token types, BertEmbeddings after.
@@ -68,7 +103,7 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
   }
   x = positions_->add_input_positions(x, EmbeddingStage::kAfterTokenTypes, position_offset);
   x = layer_norm->forward(x);
-  return F::dropout(x, F::DropoutFuncOptions().p(options_.model().hidden_dropout).training(is_training()));
+  return F::dropout(x, F::DropoutFuncOptions().p(p).training(is_training()));
 }
 
 // ---- Self-attention -----------------------------------------------------------------------------
@@ -206,13 +241,23 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInpu
     return linear(output_dense, activation(linear(intermediate_dense, t), m.hidden_act));
   };
   const torch::Tensor& u = queries.defined() ? queries : x;  // the residual stream
+  const bool fused = kernel_policy().fused_layer_norm;
+  const double p = is_training() ? m.hidden_dropout : 0.0;
   if (m.norm == config::Norm::kPre) {
     auto normed_queries = queries.defined() ? attention_layer_norm->forward(queries) : torch::Tensor();
     auto attended = self_attention->forward(attention_layer_norm->forward(x), inputs, normed_queries);
+    if (fused) {  // a and LN(a) from one op; the second residual's LayerNorm is the next layer's
+      auto [normed, a] = residual_dropout_norm(linear(attention_dense, attended), u, output_layer_norm, p);
+      return a + drop(ffn(normed));
+    }
     auto a = u + drop(linear(attention_dense, attended));
     return a + drop(ffn(output_layer_norm->forward(a)));
   }
   auto attended = self_attention->forward(x, inputs, queries);
+  if (fused) {
+    auto a = residual_dropout_norm(linear(attention_dense, attended), u, attention_layer_norm, p).y;
+    return residual_dropout_norm(ffn(a), a, output_layer_norm, p).y;
+  }
   auto a = attention_layer_norm->forward(u + drop(linear(attention_dense, attended)));
   return output_layer_norm->forward(a + drop(ffn(a)));
 }

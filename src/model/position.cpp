@@ -43,6 +43,8 @@ void PositionScheme::register_encoder_back(torch::nn::Module&) {}
 
 torch::Tensor PositionScheme::add_input_positions(const torch::Tensor& x, EmbeddingStage, int64_t) const { return x; }
 
+torch::Tensor PositionScheme::input_position_table() const { return {}; }
+
 PositionInputs PositionScheme::prepare(const torch::Tensor&) { return {}; }
 
 torch::Tensor PositionScheme::decoder_positions(int64_t) const { return {}; }

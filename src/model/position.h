@@ -100,6 +100,9 @@ class PositionScheme {
   // offset + T - 1 added at `stage` (HF's position_ids; the offset exists for tests of shifted
   // positions), or x itself.
   virtual torch::Tensor add_input_positions(const torch::Tensor& x, EmbeddingStage stage, int64_t offset) const;
+  // The (P, E) table whose rows add_input_positions adds, undefined when it adds none (the fused
+  // embeddings, KernelPolicy::fused_embedding, read the rows themselves).
+  virtual torch::Tensor input_position_table() const;
   // What every layer of a forward over x (B, T, H) shares.
   virtual PositionInputs prepare(const torch::Tensor& x);
   // The enhanced mask decoder's absolute positions z (T, E); undefined when the MLM head reads the

@@ -6,8 +6,9 @@
 
 #include <vector>
 
-#include "model/options.h"
+#include "kernels/rotary.h"
 #include "model/kernel_policy.h"
+#include "model/options.h"
 #include "model/position.h"
 
 namespace roformer::model {
@@ -102,7 +103,16 @@ torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& s
 
 namespace {
 
-constexpr size_t kSin = 0, kCos = 1;  // PositionInputs::fixed: the (T, D) rows of the forward
+// PositionInputs::fixed: the (T, D) rows of the forward, sin_pos and cos_pos, then (fused_rotary)
+// the (T, D) fp32 rows of the table, sin | cos.
+constexpr size_t kSin = 0, kCos = 1, kTable = 2;
+
+// q and k, (B, T, 2, N, D) with each token's 2H features contiguous, rotated by the fused op
+// (KernelPolicy::fused_rotary): (B, N, T, D) each, (B, T, N, D)-strided.
+std::array<torch::Tensor, 2> rotate_qk_fused(const torch::Tensor& qk, const PositionInputs& inputs) {
+  auto rotated = kernels::rotary_qk(qk, inputs.fixed[kTable], kernels::backend_for(qk.device())).unbind(2);
+  return {rotated[0].transpose(1, 2), rotated[1].transpose(1, 2)};
+}
 
 // One layer's rotation in the form the kernel policy gives its device (model/kernel_policy.h).
 class RotaryAttention final : public AttentionPositions {
@@ -111,18 +121,30 @@ class RotaryAttention final : public AttentionPositions {
 
   void transform(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const PositionInputs& inputs) const override {
     if (rotate_values_) v = rotate(v, inputs);
+    if (kernel_policy().fused_rotary) {  // separate projections: packed (one copy) for the one op
+      auto rotated = rotate_qk_fused(torch::stack({q.transpose(1, 2), k.transpose(1, 2)}, 2), inputs);
+      q = rotated[0];
+      k = rotated[1];
+      return;
+    }
     q = rotate(q, inputs);
     k = rotate(k, inputs);
   }
 
   std::array<torch::Tensor, 3> transform_packed(const torch::Tensor& qkv, const PositionInputs& inputs) const override {
-    if (rotary_impl(qkv.device()) != RotaryImpl::kFused) return AttentionPositions::transform_packed(qkv, inputs);
+    const bool fused_op = kernel_policy().fused_rotary;
+    if (!fused_op && rotary_impl(qkv.device()) != RotaryImpl::kFused)
+      return AttentionPositions::transform_packed(qkv, inputs);
     // q and k rotated together: one rotation for both (positions along dim 1 of (B, T, 2, N, D)).
     // Split and unbind rather than narrow/select: their backward is one cat/stack.
     auto parts = qkv.split_with_sizes({2, 1}, 2);
-    auto qk = apply_rotary_fused(parts[0], inputs.fixed[kSin], inputs.fixed[kCos], /*seq_dim=*/1).unbind(2);
     auto v = parts[1].squeeze(2).transpose(1, 2);
     if (rotate_values_) v = rotate(v, inputs);
+    if (fused_op) {  // the kernel reads q and k in place from the projection
+      auto [q, k] = rotate_qk_fused(parts[0], inputs);
+      return {q, k, v};
+    }
+    auto qk = apply_rotary_fused(parts[0], inputs.fixed[kSin], inputs.fixed[kCos], /*seq_dim=*/1).unbind(2);
     return {qk[0].transpose(1, 2), qk[1].transpose(1, 2), v};
   }
 
@@ -164,7 +186,9 @@ class RotaryPositions final : public PositionScheme {
       sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
       cos_pos = cos_pos.to(rotary_dtype(x));
     }
-    return {{}, {sin_pos, cos_pos}};
+    if (!kernel_policy().fused_rotary) return {{}, {sin_pos, cos_pos}};
+    // The fused op's fp32 rows (a no-op cast unless bf16 parameters cast the buffer).
+    return {{}, {sin_pos, cos_pos, rotary_rows(table_, T, base_).narrow(0, 0, T).to(torch::kFloat)}};
   }
 
   // The (P, D) float32 table is computed in float64: the angles, their sines and cosines and the

@@ -1,14 +1,11 @@
 // `roformer eval`: MLM accuracy of a checkpoint on text or prepared data with fixed masks; see eval.h.
 #include "tools/eval.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <limits>
-#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,7 +14,6 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "core/stale.h"
 #include "core/temp_dir_guard.h"
 #include "data/corpus.h"
 #include "data/input_files.h"
@@ -37,28 +33,29 @@ namespace {
 class TempPrepared {
  public:
   TempPrepared(const std::vector<std::string>& files, const std::string& tokenizer_bytes, const std::string& text_field)
-      : guard_(fresh_dir()) {
-    fs::create_directories(guard_.path());
-    core::write_file_checked((guard_.path() / data::kTokenizerModelFile).string(), tokenizer_bytes);
+      : scratch_("roformer-eval-", "eval's prepared copy of the data") {
+    try {
+      core::write_file_checked((scratch_.path() / data::kTokenizerModelFile).string(), tokenizer_bytes);
+    } catch (const Error& e) {  // a full TMPDIR is the cause, not the data
+      scratch_.fail(e.what());
+    }
     data::PrepareOptions o;
-    o.tokenizer_model = (guard_.path() / data::kTokenizerModelFile).string();
+    o.tokenizer_model = (scratch_.path() / data::kTokenizerModelFile).string();
     o.inputs = files;
     o.out_dir = dir();
     o.text_field = text_field;
     o.progress = false;
     data::prepare_corpus(o);
   }
-  std::string dir() const { return (guard_.path() / "data").string(); }
+  std::string dir() const { return (scratch_.path() / "data").string(); }
 
  private:
-  // The folders of evaluations killed outright (their process is gone) go first.
-  static fs::path fresh_dir() {
-    core::remove_dead_process_entries(fs::temp_directory_path(), "roformer-eval-");
-    std::random_device rd;
-    return fs::temp_directory_path() / fmt::format("roformer-eval-{}-{}", ::getpid(), rd());
-  }
-  core::TempDirGuard guard_;  // removed on every exit path, Ctrl-C and SIGTERM included
+  core::ScratchDir scratch_;  // removed on every exit path, Ctrl-C and SIGTERM included
 };
+
+// The longest --seq-len evaluated: attention scores grow with T^2, so far beyond any model's reach
+// (2^20 tokens; a sequence of them needs 4 TiB of fp32 scores per head).
+constexpr int64_t kMaxEvalSeqLen = int64_t{1} << 20;
 
 // --seq-len: a learned absolute table (BERT's, DeBERTa-v1's input table, the enhanced mask decoder's)
 // has model.max_position_embeddings rows; rotary extends its table by the formula, relative buckets
@@ -67,6 +64,9 @@ class TempPrepared {
 int64_t checked_seq_len(int64_t seq_len, const model::PositionScheme& positions) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
+  if (seq_len > kMaxEvalSeqLen)
+    throw Error(fmt::format("--seq-len {} is beyond what attention over one sequence can hold (its scores grow with the "
+                            "square of the length); evaluate at {} tokens or fewer", seq_len, kMaxEvalSeqLen));
   if (const auto longest = positions.max_length(); longest && seq_len > *longest)
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
@@ -97,6 +97,8 @@ void check_run_valid_files(const std::vector<std::string>& files) {
 void run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
+  config::Config cfg = ck.config;
+  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, ck.model->positions());  // before any data is read
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())
     throw Error("no evaluation data: pass --data FILE... (text, JSONL, Parquet, a folder or prepared directories); "
@@ -111,9 +113,7 @@ void run_eval(const EvalRequest& req) {
                                           req.text_field.empty() ? ck.config.data.text_field : req.text_field);
     corpus = data::PreparedCorpus::open(temp->dir(), ck.tokenizer->fingerprint());
   }
-  config::Config cfg = ck.config;
   if (req.mask_prob > 0) cfg.eval.mask_prob = req.mask_prob;
-  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, ck.model->positions());
   auto opts = data::eval_loader_options(cfg, req.batch_size);
   opts.pin_memory = device.is_cuda();
   const int64_t max_seq = req.max_sequences > 0 ? req.max_sequences : std::numeric_limits<int64_t>::max();

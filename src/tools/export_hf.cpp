@@ -1,7 +1,6 @@
 // `roformer export --format hf`: weights, config, tokenizer and model card for transformers; see export_hf.h.
 #include "tools/export_hf.h"
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,12 +11,15 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/publish.h"
 #include "core/json_read.h"
 #include "core/safetensors.h"
+#include "core/utf8.h"
 #include "checkpoint/loader.h"
 #include "hf/family.h"
 #include "tools/hf_tokenizer.h"
 #include "checkpoint/store.h"
+#include "train/init_from.h"
 #include "train/metrics.h"
 #include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
@@ -167,33 +169,41 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   const auto unique = hf_tensors(*ck.model, family);
 
   // Every file is written into a staging folder inside out_dir and renamed into place only when all
-  // are complete: a failed export (a full disk) leaves no partial export, and an earlier export
-  // replaced with --force stays whole until then. A folder the export created is removed on failure.
+  // are complete (core/publish.h): a failed or interrupted export (a full disk, a stop signal) leaves
+  // no partial export, and an earlier export replaced with --force stays whole until then; its
+  // config.json, which makes a folder loadable, goes first and comes back last. A folder the export
+  // created is removed on failure.
   std::error_code ec;
   const bool created = !fs::exists(out_dir, ec);
   fs::create_directories(out_dir, ec);
   if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
-  const fs::path staging = fs::path(out_dir) / fmt::format(".export-staging-{}", ::getpid());
   try {
-    fs::create_directories(staging);
-    const std::string dir = staging.string();
+    core::StagingDir staging(out_dir, ".export-staging-");
     core::save_safetensors((staging / "model.safetensors").string(), unique, {{"format", "pt"}});
-    core::write_file_atomic((staging / "config.json").string(), config.dump(2) + "\n");
     core::write_file_checked((staging / "spiece.model").string(), spiece);
-    write_hf_tokenizer(tokenizer, dir, tok_options);
-    core::write_file_atomic((staging / "README.md").string(), model_card(ck, family, out_dir, tokenizer));
-    for (const auto& entry : fs::directory_iterator(staging)) fs::rename(entry.path(), fs::path(out_dir) / entry.path().filename());
-    core::remove_tree(staging);
+    // What `train --init-from` checks the export against: a spiece.model swapped afterwards is refused.
+    const nlohmann::json record = {{"format", "roformer-export"},
+                                   {"checkpoint", core::utf8_or_escaped(ck.dir)},
+                                   {"step", ck.state.step},
+                                   {"tokenizer_fingerprint", ck.tokenizer->fingerprint()}};
+    core::write_file_checked((staging / train::kExportRecordFile).string(), record.dump(2) + "\n");
+    write_hf_tokenizer(tokenizer, staging.path().string(), tok_options);
+    core::write_file_checked((staging / "README.md").string(), model_card(ck, family, out_dir, tokenizer));
+    core::write_file_checked((staging / "config.json").string(), config.dump(2) + "\n");
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(staging.path()))
+      if (entry.path().filename() != "config.json") names.push_back(entry.path().filename().string());
+    names.push_back("config.json");
+    staging.publish({fs::path(out_dir) / "config.json"}, names);
   } catch (...) {
     std::error_code cleanup;
-    core::remove_tree(staging, cleanup);
     if (created) fs::remove(out_dir, cleanup);  // only if empty: nothing of anyone else's is removed
     throw;
   }
   spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), spiece.model, "
-               "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md", ck.dir,
+               "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md, {}", ck.dir,
                ck.state.step, family.architecture(), out_dir, unique.size(), m.vocab_size,
-               tokenizer["model"]["type"].get<std::string>());
+               tokenizer["model"]["type"].get<std::string>(), train::kExportRecordFile);
 }
 
 }  // namespace roformer::tools

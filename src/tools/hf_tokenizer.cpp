@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
@@ -109,13 +111,109 @@ json model_json(const SpmModel& m, const std::string& path) {
                           "BPE models only (tokenizer.model_type)", path, m.model_type == 3 ? "word" : "char"));
 }
 
+// The code points of `s`, which is valid UTF-8 (the table's keys are: SentencePiece builds them
+// from code points).
+std::vector<char32_t> code_points(std::string_view s) {
+  std::vector<char32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    const size_t n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    char32_t cp = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
+    for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<uint8_t>(s[i + k]) & 0x3F);
+    out.push_back(cp);
+    i += n;
+  }
+  return out;
+}
+
+// An Oniguruma character class (the regex engine of the tokenizers library) holding `cps`, as
+// ranges: "[\x{a0}\x{aa}-\x{ac}...]".
+std::string char_class(const std::set<char32_t>& cps) {
+  std::string out = "[";
+  for (auto it = cps.begin(); it != cps.end();) {
+    const char32_t first = *it;
+    char32_t last = first;
+    for (++it; it != cps.end() && *it == last + 1; ++it) last = *it;
+    out += fmt::format("\\x{{{:x}}}", static_cast<uint32_t>(first));
+    if (last != first) out += fmt::format("-\\x{{{:x}}}", static_cast<uint32_t>(last));
+  }
+  return out + "]";
+}
+
+// Hugging Face's Precompiled normalizer applies SentencePiece's table per grapheme cluster: a
+// cluster under 6 bytes whose leading characters match a rule becomes that rule's replacement whole,
+// the rest of the cluster dropped, and a longer cluster is mapped character by character
+// (tokenizers issues 2116 and 2334). SentencePiece replaces the longest key at each position and
+// goes on after it. So a no-break space or a superscript two followed by a zero-width joiner lost
+// the joiner, and a decomposed letter inside a long cluster stayed decomposed.
+//
+// A cluster break makes the two agree: a Replace before Precompiled inserts `marker`, a C0 control
+// the table deletes (a control always ends a cluster), after every character that has a rule of its
+// own and begins no longer rule; after one that does begin longer rules (ª, and ª + U+0300 -> à), only
+// where the next character continues none of them. There SentencePiece's match ends with that
+// character, so the cluster now ends where the match does, and Precompiled deletes the marker. What
+// stays different: such a character followed by a character that continues one of its rules
+// (ª + U+0300 is "à" to SentencePiece, "a" to Hugging Face).
+struct ClusterBreak {
+  std::string pattern;  // where to insert: "(?<=[...])|(?<=[...])(?![...])"
+  std::string marker;
+};
+
+// nullopt when the table is malformed or deletes no control character.
+std::optional<ClusterBreak> cluster_break(std::string_view charsmap) {
+  std::set<char32_t> single;                       // characters with a rule of their own
+  std::set<char32_t> deleted_controls;             // C0/C1 controls whose rule deletes them
+  std::map<char32_t, std::set<char32_t>> follows;  // first character of a longer key -> its second ones
+  const bool ok = data::for_each_charsmap_rule(charsmap, [&](std::string_view key, std::string_view replacement) {
+    const auto cps = code_points(key);
+    if (cps.size() == 1) {
+      single.insert(cps[0]);
+      if (replacement.empty() && (cps[0] < 0x20 || (cps[0] >= 0x7F && cps[0] < 0xA0))) deleted_controls.insert(cps[0]);
+    } else if (cps.size() > 1) {
+      follows[cps[0]].insert(cps[1]);
+    }
+  });
+  if (!ok || deleted_controls.empty()) return std::nullopt;
+  std::set<char32_t> ends, begins, continuations;  // rules that end a match / begin longer ones; what continues those
+  for (const char32_t c : single) {
+    const auto it = follows.find(c);
+    if (it == follows.end()) {
+      ends.insert(c);
+    } else {
+      begins.insert(c);
+      continuations.insert(it->second.begin(), it->second.end());
+    }
+  }
+  std::string pattern = "(?<=" + char_class(ends) + ")";
+  if (!begins.empty()) pattern += "|(?<=" + char_class(begins) + ")(?!" + char_class(continuations) + ")";
+  std::string marker;
+  const char32_t m = *deleted_controls.begin();
+  marker += static_cast<char>(m < 0x80 ? m : 0xC0 | (m >> 6));
+  if (m >= 0x80) marker += static_cast<char>(0x80 | (m & 0x3F));
+  return ClusterBreak{pattern, marker};
+}
+
+json replace_json(const std::string& regex, const std::string& content) {
+  return {{"type", "Replace"}, {"pattern", {{"Regex", regex}}}, {"content", content}};
+}
+
+// SentencePiece's normalization (normalizer.cc): the table, then with remove_extra_whitespaces
+// leading and trailing spaces dropped and runs of spaces made one. Leading ones need no step (the
+// Metaspace pre-tokenizer prepends "▁" only to text that does not start with one).
 json normalizer_json(const SpmModel& m) {
   json steps = json::array();
-  if (!m.precompiled_charsmap.empty())
+  if (!m.precompiled_charsmap.empty()) {
+    // An NFKC table gives a text and its NFC form the same result (NFKC(x) = NFKC(NFC(x))); composed
+    // first, a decomposed letter is one character that no cluster can cut off (see ClusterBreak).
+    if (m.normalizer_name.find("nfkc") != std::string::npos) steps.push_back({{"type", "NFC"}});
+    if (const auto brk = cluster_break(m.precompiled_charsmap)) steps.push_back(replace_json(brk->pattern, brk->marker));
     steps.push_back({{"type", "Precompiled"}, {"precompiled_charsmap", base64(m.precompiled_charsmap)}});
+  }
   if (m.remove_extra_whitespaces) {
-    steps.push_back({{"type", "Strip"}, {"strip_left", false}, {"strip_right", true}});
-    steps.push_back({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", kMetaspace}});
+    // Trailing spaces only: a Strip would also drop what Rust counts as whitespace and the table
+    // keeps (U+0085 NEXT LINE, which SentencePiece encodes as [UNK]).
+    steps.push_back(replace_json(" +\\z", ""));
+    steps.push_back(replace_json(" {2,}", kMetaspace));
   }
   return {{"type", "Sequence"}, {"normalizers", steps}};
 }

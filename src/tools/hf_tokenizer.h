@@ -4,14 +4,21 @@
 // produce the ids roformer produces, with no package beyond transformers (and its tokenizers).
 //
 // tokenizer.json is built the way transformers' SpmConverter (convert_slow_tokenizer.py) builds
-// it from a SentencePiece ModelProto:
-//   normalizer     Precompiled(normalizer_spec.precompiled_charsmap) -- the NFKC table SentencePiece
-//                  applies -- then Strip(right) and Replace(" {2,}" -> "▁") (remove_extra_whitespaces)
+// it from a SentencePiece ModelProto, with the normalizer corrected where SpmConverter's gives other
+// ids than SentencePiece (web-like text: zero-width joiners after no-break spaces, U+0085, ...):
+//   normalizer     NFC (an NFKC table gives the same result on a text and its NFC form), a Replace
+//                  that inserts a control character the table deletes where SentencePiece's match
+//                  ends (Hugging Face's Precompiled maps whole grapheme clusters and drops what
+//                  follows a match inside one), Precompiled(normalizer_spec.precompiled_charsmap) --
+//                  the NFKC table SentencePiece applies --, then trailing spaces dropped and runs of
+//                  spaces made one "▁" (remove_extra_whitespaces; not Strip, which also drops U+0085)
 //   pre_tokenizer  Metaspace("▁", prepend_scheme always) (add_dummy_prefix; split on whitespace)
 //   model          Unigram(pieces, scores, unk_id) or BPE(vocab, merges ranked by piece score)
 //   added_tokens   the control pieces [PAD] [CLS] [SEP] [MASK] as special tokens
 //   post_processor TemplateProcessing "[CLS] $A [SEP]" (pairs: "[CLS] $A [SEP] $B [SEP]")
 //   decoder        Metaspace
+// Still different (hf_tokenizer.cpp, ClusterBreak): a compatibility character that begins longer
+// rules followed by a mark that continues one (ª + U+0300: "à" to SentencePiece, "a" here).
 #pragma once
 
 #include <cstdint>

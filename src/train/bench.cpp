@@ -108,6 +108,10 @@ model::KernelPolicy bench_kernel_policy(const TrainBenchOptions& o) {
   policy.bias_in_gemm = !o.separate_bias_add;
   policy.dense_head = o.dense_head;
   policy.attention = *model::attention_kernel_named(o.attention_kernel);
+  policy.fused_layer_norm = o.fused_layer_norm || o.fused_all;
+  policy.fused_rotary = o.fused_rotary || o.fused_all;
+  policy.fused_cross_entropy = o.fused_cross_entropy || o.fused_all;
+  policy.fused_embedding = o.fused_embedding || o.fused_all;
   return policy;
 }
 
@@ -225,6 +229,10 @@ json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
           {"qkv", policy.fused_qkv && cuda ? "fused" : "separate"},
           {"bias", policy.bias_in_gemm && cuda ? "in GEMM" : "separate add"},
           {"head", policy.dense_head ? "dense" : "sparse"},
+          {"fused_layer_norm", policy.fused_layer_norm},
+          {"fused_rotary", policy.fused_rotary},
+          {"fused_cross_entropy", policy.fused_cross_entropy},
+          {"fused_embedding", policy.fused_embedding},
           {"fused_adamw", bench.step->optimizer().fused()},
           {"cuda_graph", bench.step->cuda_graphs() != nullptr},
           {"attention_backend", attention_kernel_used(bench, o)},

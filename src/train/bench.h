@@ -25,6 +25,11 @@ struct TrainBenchOptions {
   bool separate_bias_add = false;         // CUDA: Linear as matmul + `+= bias` (nn::Linear::forward)
   std::string attention_kernel = "auto";  // auto (LibTorch's choice) | flash | cudnn | efficient | math
   bool dense_head = false;                // the MLM head on all B*T positions
+  bool fused_layer_norm = false;          // the layers' residual + dropout + LayerNorm as one op
+  bool fused_rotary = false;              // q and k rotated by one op on the packed projection
+  bool fused_cross_entropy = false;       // the MLM loss and hits from the logits in their dtype
+  bool fused_embedding = false;           // the embeddings' sum + LayerNorm + dropout as one op
+  bool fused_all = false;                 // the four above
   bool breakdown = false;                 // CUDA: synchronize between phases to time them
   std::string profile;                    // after measuring: a Kineto trace of profile_steps steps here
   int64_t profile_steps = 3;

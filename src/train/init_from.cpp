@@ -32,6 +32,22 @@ namespace {
 constexpr const char* kExportKind = "Hugging Face export";
 constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
 
+// The export's spiece.model must be the one it was exported with (its record, from exports that
+// write one): weights used with another tokenizer read other words for every id.
+void check_export_tokenizer(const InitSource& s) {
+  const fs::path record_path = fs::path(s.dir) / kExportRecordFile;
+  std::error_code ec;
+  if (!fs::exists(record_path, ec)) return;  // an export written before the record existed
+  const std::string origin = "--init-from: " + record_path.string(), advice = "export the checkpoint again";
+  const json record = core::parse_json(core::read_file(record_path.string(), "export record"), origin, advice);
+  const std::string recorded = core::JsonReader(record, origin, advice).string("tokenizer_fingerprint");
+  const std::string actual = data::file_fingerprint(s.tokenizer_model);
+  if (actual != recorded)
+    throw Error(fmt::format("--init-from: {} is not the tokenizer these weights were exported with (fingerprint {}, "
+                            "the export's record says {}): the weights only make sense with theirs; put the exported "
+                            "spiece.model back, or export the checkpoint again", s.tokenizer_model, actual, recorded));
+}
+
 InitSource export_source(const fs::path& dir) {
   InitSource s;
   s.dir = dir.string();
@@ -49,6 +65,7 @@ InitSource export_source(const fs::path& dir) {
   s.family = exported.family;
   s.architecture = exported.model;
   s.vocab_size = s.architecture.vocab_size;
+  check_export_tokenizer(s);
   const auto pieces = data::Tokenizer::load(s.tokenizer_model).vocab_size();
   if (pieces != s.vocab_size)
     throw Error(fmt::format("--init-from: {} says vocab_size {} but its spiece.model has {} pieces; the export is "
@@ -88,6 +105,14 @@ InitSource find_init_source(const std::string& path) {
 }
 
 void check_init_architecture(const InitSource& source, const config::Config& config) {
+  // A source recording a model that cannot be (0 layers, a head size that does not divide): its
+  // values are no advice for the config.
+  try {
+    config::validate_model(source.architecture);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--init-from {}: the model it records is not a valid one ({}); the {} is damaged or was "
+                            "edited: start from another export or checkpoint", source.dir, e.what(), source.kind));
+  }
   // The model sections compared key by key (config::diff, in the table's order), except what a new
   // run chooses for itself: dropout, the initializer, recomputation, and the vocabulary (below).
   const std::set<std::string> new_runs_choice = {"model.vocab_size", "model.hidden_dropout", "model.attention_dropout",

@@ -1,11 +1,15 @@
 // `roformer train` from the command line to a TrainingRun: the config (given, or the checkpoint's), the
 // run directory and its lock, the checkpoint to resume from (docs/training.md "Run directories")
 // and the --init-from source, each worked out once and checked before anything is written.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "checkpoint/files.h"
 #include "checkpoint/meta.h"
@@ -17,9 +21,14 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/logging.h"
+#include "core/safetensors.h"
+#include "data/corpus.h"
+#include "data/input_files.h"
+#include "data/tokenizer.h"
 #include "dist/env.h"
 #include "train/init_from.h"
 #include "train/launch.h"
+#include "train/schedule.h"
 #include "train/training_run.h"
 
 namespace roformer::train {
@@ -89,6 +98,71 @@ void adopt_checkpoint_config(const TrainRequest& request, const checkpoint::Chec
   checkpoint::check_resume_changes(saved, l.cfg, from.dir);  // refuses model or data changes
 }
 
+// A resumed run with another train.steps (or schedule) goes on from the learning rate the new
+// schedule gives at the resumed step: said with both rates when that is not where the run left it (a
+// decayed WSD run given more steps climbs from min_lr back to the peak).
+void warn_learning_rate_jump(const checkpoint::CheckpointMeta& from, const config::Config& cfg) {
+  const config::Config& saved = from.config;
+  const int64_t step = from.state.step;
+  const LrSchedule old_schedule(saved.schedule, saved.optimizer.lr, saved.train.steps);
+  const double now = LrSchedule(cfg.schedule, cfg.optimizer.lr, cfg.train.steps).lr(step);
+  const double expected = old_schedule.lr(step);
+  if (std::abs(now - expected) <= 1e-9 * std::max(cfg.optimizer.lr, saved.optimizer.lr)) return;
+  const std::string cause = saved.train.steps != cfg.train.steps
+                                ? fmt::format("train.steps {} -> {} reshapes the {} schedule", saved.train.steps,
+                                              cfg.train.steps, cfg.schedule.type)
+                                : std::string("the changed schedule.* / optimizer.lr settings reshape the schedule");
+  const int64_t decay_start = std::max<int64_t>(cfg.schedule.warmup_steps,
+                                                cfg.train.steps - std::llround(cfg.schedule.decay_fraction *
+                                                                               static_cast<double>(cfg.train.steps)));
+  spdlog::warn("resume: the learning rate jumps at step {}: {:.4g} under the new settings, where the run left it at "
+               "{:.4g} and would have gone on at {:.4g} ({}{})", step, now, old_schedule.lr(std::max<int64_t>(0, step - 1)),
+               expected, cause, cfg.schedule.type == "wsd" ? fmt::format("; the decay now starts at step {}", decay_start)
+                                                           : std::string());
+}
+
+// The files of one config key listed as inputs, expanded (folders, patterns): missing ones are an
+// error naming the key. Prepared directories are opened later, by the data.
+void check_inputs_exist(const std::vector<std::string>& files, const std::string& key) {
+  if (files.empty() || std::all_of(files.begin(), files.end(), [](const std::string& f) { return data::is_prepared_dir(f); }))
+    return;
+  try {
+    data::expand_inputs(files);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", key, e.what()));
+  }
+}
+
+// What the run reads, checked before anything is deleted or moved (--overwrite deletes the earlier
+// run's checkpoints and metrics): a mistyped data file, a missing tokenizer or truncated --init-from
+// weights then leave the run directory as it was. A resumed run continues with the tokenizer of its
+// checkpoint; another one put in RUN_DIR/tokenizer is refused, not silently replaced.
+void check_run_inputs(const Plan& plan, const checkpoint::CheckpointPlan& start) {
+  const config::Config& cfg = plan.cfg;
+  check_inputs_exist(cfg.data.train_files, "data.train_files");
+  check_inputs_exist(cfg.data.valid_files, "data.valid_files");
+  if (plan.resume) {
+    const std::string own = (fs::path(plan.run_dir) / "tokenizer" / data::kTokenizerModelFile).string();
+    std::error_code ec;
+    if (fs::exists(own, ec) && data::file_fingerprint(own) != plan.resume->state.tokenizer_fingerprint)
+      throw Error(fmt::format("{} is not the tokenizer checkpoint {} was trained with (fingerprint {}, the "
+                              "checkpoint's {}); a run continues with its own tokenizer. Remove it (the resume puts "
+                              "the checkpoint's back), or start a new run with --init-from {} in another --run-dir",
+                              own, plan.resume->dir, data::file_fingerprint(own),
+                              plan.resume->state.tokenizer_fingerprint, plan.resume->dir));
+    return;
+  }
+  if (!plan.init && !cfg.tokenizer.model.empty()) {
+    try {
+      data::Tokenizer::load(cfg.tokenizer.model);
+    } catch (const Error& e) {
+      throw Error(fmt::format("tokenizer.model: {}", e.what()));
+    }
+  }
+  if (!plan.init && cfg.tokenizer.model.empty()) check_inputs_exist(cfg.tokenizer.input, "tokenizer.input");
+  if (plan.init && !start.deleted.empty()) core::load_safetensors(plan.init->weights);  // whole and readable
+}
+
 // A checkpoint past train.steps would otherwise end in a false "done".
 void check_steps_left(const checkpoint::CheckpointMeta& from, const config::Config& cfg) {
   const std::string& resume_dir = from.dir;
@@ -127,13 +201,17 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
   l.cfg.train.run_dir = l.run_dir;
   config::validate(l.cfg);  // the config as the run will use it: the checkpoint's, --set, the run directory
   if (plan.resume) check_steps_left(*plan.resume, l.cfg);
+  if (plan.resume) warn_learning_rate_jump(*plan.resume, l.cfg);
   setup_logging(l.cfg.logging.level);
   if (l.init) check_init_architecture(*l.init, l.cfg);
-  plan.start = start;  // carried out by the run (rank 0), once train.log is attached; every rank planned alike
   plan.cfg = std::move(l.cfg);
   plan.config_origin = std::move(l.origin);
   plan.run_dir = std::move(l.run_dir);
   plan.init = std::move(l.init);
+  check_run_inputs(plan, start);
+  // Carried out by the run (rank 0) once the device is found and train.log is attached, so the log
+  // says what was deleted or moved; every rank planned alike.
+  plan.start = start;
   return plan;
 }
 

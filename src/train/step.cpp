@@ -20,7 +20,9 @@
 #include "dist/collectives.h"
 #include "dist/gradient_reducer.h"
 #include "dist/process_group.h"
+#include "kernels/cross_entropy.h"
 #include "model/autocast.h"
+#include "model/kernel_policy.h"
 #include "train/batch_source.h"
 #include "train/memory_check.h"
 #include "train/optimizer.h"
@@ -250,12 +252,20 @@ void TrainStep::micro_step(const MicroInputs& in, double loss_factor, const std:
     model::AutocastScope autocast(device_.type(), config::autocast_precision(cfg_));
     logits = compute_->forward_sparse(in.ids, in.mask, in.positions);  // (P, V)
   }
-  auto ce = torch::nn::functional::cross_entropy(
-      logits.to(torch::kFloat32), in.labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  torch::Tensor ce, hits;  // () the summed loss; () the predictions equal to their label
+  if (model::kernel_policy().fused_cross_entropy) {
+    auto out = kernels::cross_entropy_sum(logits, in.labels, kernels::backend_for(logits.device()));
+    ce = out.loss;
+    hits = out.correct;
+  } else {
+    ce = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), in.labels,
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  }
   if (after_forward) after_forward();
   (ce * loss_factor).backward();
   sums_.loss.add_(ce.detach().to(torch::kFloat64));
-  sums_.correct.add_(logits.detach().argmax(-1).eq(in.labels).sum().to(torch::kFloat64));
+  if (!hits.defined()) hits = logits.detach().argmax(-1).eq(in.labels).sum();
+  sums_.correct.add_(hits.to(torch::kFloat64));
   optimizer_->accumulate_gradients();  // bf16 parameters: into the fp32 gradients of the masters
 }
 

@@ -5,6 +5,7 @@
 // Figures are never compared with a time limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -121,6 +122,32 @@ TEST_F(BenchTest, DenseHeadAndFusedRotaryVariants) {
   // The dense head's decoder runs at every position: FLOPs count B*T head rows.
   EXPECT_DOUBLE_EQ(j.at("flops_per_step").get<double>(), expected_flops(kB * kT));
   EXPECT_TRUE(std::isfinite(j.at("final_loss").get<double>()));
+}
+
+// The fused ops' entries (issue 38): off in the default record, each flag sets its own, --fused-all
+// the four; the step trains with them (their ATen paths on the CPU) to the default's loss.
+TEST_F(BenchTest, FusedOpFlagsAreRecorded) {
+  const std::vector<std::string> keys = {"fused_layer_norm", "fused_rotary", "fused_cross_entropy", "fused_embedding"};
+  // Without dropout the CPU's ATen paths compute the default's losses (the masks are drawn otherwise).
+  const std::string run = "bench " + cfg() + " --synthetic --steps 2 --warmup 0 --json --set model.hidden_dropout=0";
+  auto r = run_roformer(run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json plain = last_json(r.output);
+  for (const auto& key : keys) EXPECT_EQ(plain.at(key), false) << key;
+  for (const auto& key : keys) {
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    r = run_roformer(run + " " + flag);
+    ASSERT_EQ(r.exit_code, 0) << flag << "\n" << r.output;
+    const json j = last_json(r.output);
+    for (const auto& other : keys) EXPECT_EQ(j.at(other), other == key) << flag << " " << other;
+  }
+  r = run_roformer(run + " --fused-all");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json all = last_json(r.output);
+  for (const auto& key : keys) EXPECT_EQ(all.at(key), true) << key;
+  EXPECT_NEAR(all.at("final_loss").get<double>(), plain.at("final_loss").get<double>(),
+              1e-4 * plain.at("final_loss").get<double>());
 }
 
 // --profile writes a Chrome trace of extra steps (outside the measured ones) that the summary

@@ -1,6 +1,10 @@
 // The data commands end to end through the `roformer` executable: tokenizer train, prepare, bench
 // data, and a user error (exit code 1, one readable message, nothing written).
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "data/corpus.h"
 #include "data/tokenizer.h"
@@ -120,4 +124,172 @@ TEST(DataCli, FoldersPatternsTextFieldAndProgress) {
   EXPECT_NE(r.output.find("input pattern " + dir.str("corpus") + "/*.parquet matches no file"), std::string::npos)
       << r.output;
   EXPECT_FALSE(rt::fs::exists(dir.str("prep3")));
+}
+
+namespace {
+
+struct MeasuredRun {
+  int exit_code = -1;
+  std::string output;
+  long peak_rss_mb = 0;  // of the process and what it waited for (wait4's ru_maxrss)
+};
+
+// Runs a shell command line (its last command exec'd, so the shell adds nothing) and measures its
+// peak resident memory.
+MeasuredRun run_measured(const std::string& command, const std::string& output_file) {
+  MeasuredRun r;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  if (pid > 0 && ::wait4(pid, &status, 0, &usage) == pid) {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.peak_rss_mb = usage.ru_maxrss / 1024;
+  }
+  r.output = rt::read_file(output_file);
+  return r;
+}
+
+}  // namespace
+
+// Memory does not grow with what one line holds (issue 40): SentencePiece needs ~130 bytes a byte of
+// what it encodes at once, so an 8 MB line took 1.1 GB more than a 1 MB one; read and encoded in
+// pieces, preparing it peaks where a 1 MB line does. A JSONL line beyond 64 MiB (it is read whole) is
+// refused, naming the file and line, without holding more than that. Each input is gzipped.
+TEST(DataCli, PeakMemoryDoesNotGrowWithTheLengthOfALine) {
+  rt::TempDir dir;
+  rt::write_file(dir.str("a.txt"), rt::synthetic_text(40, 5, 3));
+  ASSERT_EQ(rt::run_roformer("tokenizer train --input " + dir.str("a.txt") + " --vocab-size 300 --no-progress --out " +
+                             dir.str("tok")).exit_code, 0);
+  const std::string sentence = "the jury said the county election was quiet ";
+  auto write_line = [&](const std::string& name, const std::string& head, size_t bytes, const std::string& tail) {
+    const auto r = rt::run_command("{ printf '%s' '" + head + "'; yes '" + sentence + "' | tr -d '\\n' | head -c " +
+                                   std::to_string(bytes) + "; printf '" + tail + "\\n'; } | gzip -1 > " + dir.str(name));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  };
+  write_line("short.txt.gz", "", 1000000, "");
+  write_line("long.txt.gz", "", 8000000, "");
+  const std::string prepare = "exec " + rt::roformer_bin() + " prepare --no-progress --threads 2 --tokenizer " +
+                              dir.str("tok/tokenizer.model") + " --out ";
+  const auto shorter = run_measured(prepare + dir.str("p-short") + " --input " + dir.str("short.txt.gz"), dir.str("log"));
+  ASSERT_EQ(shorter.exit_code, 0) << shorter.output;
+  const auto longer = run_measured(prepare + dir.str("p-long") + " --input " + dir.str("long.txt.gz"), dir.str("log"));
+  ASSERT_EQ(longer.exit_code, 0) << longer.output;
+  EXPECT_NE(longer.output.find("prepare: 1 documents"), std::string::npos) << longer.output;
+  EXPECT_LT(longer.peak_rss_mb, shorter.peak_rss_mb + 40)
+      << "peak " << longer.peak_rss_mb << " MB for an 8 MB line, " << shorter.peak_rss_mb << " MB for a 1 MB one";
+
+  write_line("big.jsonl.gz", "{\"text\": \"", 70000000, "\"}");
+  const auto refused = run_measured(prepare + dir.str("p-big") + " --input " + dir.str("big.jsonl.gz"), dir.str("log"));
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("big.jsonl.gz:1: the line is longer than 64 MiB"), std::string::npos) << refused.output;
+  EXPECT_LT(refused.peak_rss_mb, shorter.peak_rss_mb + 3 * 64 + 40) << refused.output;
+  EXPECT_FALSE(rt::fs::exists(dir.str("p-big")));
+}
+
+namespace {
+
+// A tokenizer of 300 pieces and its command line prefix for `prepare`, in `dir`.
+std::string prepare_in(const rt::TempDir& dir) {
+  if (!rt::fs::exists(dir.str("tok/tokenizer.model"))) {
+    rt::write_file(dir.str("tok.txt"), rt::synthetic_text(40, 5, 3));
+    EXPECT_EQ(rt::run_roformer("tokenizer train --input " + dir.str("tok.txt") + " --vocab-size 300 --no-progress --out " +
+                               dir.str("tok")).exit_code, 0);
+  }
+  return "prepare --no-progress --tokenizer " + dir.str("tok/tokenizer.model") + " --out ";
+}
+
+void expect_refused(const rt::CommandResult& r, const std::string& says) {
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+}
+
+}  // namespace
+
+// `prepare --force` replaces the old corpus's own files (meta.json, the index, the word starts and
+// the shards its meta.json lists), and nothing else kept in the folder.
+TEST(DataCli, PrepareForceRemovesOnlyTheOldCorpusFiles) {
+  rt::TempDir dir;
+  const std::string prepare = prepare_in(dir);
+  rt::write_file(dir.str("a.txt"), rt::synthetic_text(30, 4, 8));
+  ASSERT_EQ(rt::run_roformer(prepare + dir.str("corpus") + " --input " + dir.str("a.txt")).exit_code, 0);
+  rt::write_file(dir.str("corpus/shard_notes.txt"), "my notes\n");
+  rt::write_file(dir.str("corpus/shard_00007.tok.orig"), "a backup of mine\n");
+  const auto r = rt::run_roformer(prepare + dir.str("corpus") + " --force --input " + dir.str("a.txt"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(rt::read_file(dir.str("corpus/shard_notes.txt")), "my notes\n");
+  EXPECT_EQ(rt::read_file(dir.str("corpus/shard_00007.tok.orig")), "a backup of mine\n");
+  EXPECT_EQ(PreparedCorpus::open(dir.str("corpus"))->num_documents(), 30);
+}
+
+// Valid input the reader does not take is named for what it is, with advice that fits: a zstd frame
+// with a window beyond the bound (zstd --long=31), a compressed Parquet file; and valid input it
+// takes: a gzip file padded with zero bytes (gzip ignores them), a text starting with "PAR1".
+TEST(DataCli, CompressedAndLookalikeInputsAreReadOrNamedForWhatTheyAre) {
+  rt::TempDir dir;
+  const std::string prepare = prepare_in(dir);
+  // A zstd frame declaring a 2 GiB window (Window_Descriptor exponent 21: 2^(10+21)) holding one raw
+  // block of "hello\n".
+  rt::write_file(dir.str("long.txt.zst"), std::string("\x28\xb5\x2f\xfd\x00\xa8", 6) +
+                                              std::string("\x31\x00\x00", 3) + "hello\n");
+  expect_refused(rt::run_roformer(prepare + dir.str("p1") + " --input " + dir.str("long.txt.zst")),
+                 "needs a window larger than 128 MiB (it was compressed with zstd --long=28 or more)");
+  EXPECT_FALSE(rt::fs::exists(dir.str("p1")));
+
+  rt::write_file(dir.str("a.txt"), rt::synthetic_text(20, 3, 9));
+  ASSERT_EQ(rt::run_command("gzip -k -c " + dir.str("a.txt") + " > " + dir.str("a.txt.gz") + " && head -c 4096 /dev/zero >> " +
+                            dir.str("a.txt.gz")).exit_code, 0);
+  ASSERT_EQ(rt::run_command("gzip -t " + dir.str("a.txt.gz") + " 2>/dev/null; gzip -dc " + dir.str("a.txt.gz") +
+                            " | cmp - " + dir.str("a.txt")).exit_code, 0) << "gzip reads the padded file";
+  ASSERT_EQ(rt::run_roformer(prepare + dir.str("plain") + " --input " + dir.str("a.txt")).exit_code, 0);
+  const auto padded = rt::run_roformer(prepare + dir.str("padded") + " --input " + dir.str("a.txt.gz"));
+  ASSERT_EQ(padded.exit_code, 0) << padded.output;
+  EXPECT_EQ(rt::read_file(dir.str("padded/shard_00000.tok")), rt::read_file(dir.str("plain/shard_00000.tok")));
+
+  rt::write_file(dir.str("x.parquet"), "PAR1 and then some text that is not parquet at all, ending PAR1");
+  ASSERT_EQ(rt::run_command("gzip -k " + dir.str("x.parquet")).exit_code, 0);
+  expect_refused(rt::run_roformer(prepare + dir.str("p2") + " --input " + dir.str("x.parquet.gz")),
+                 "is a gzip-compressed Parquet file; Parquet compresses its pages itself and is read uncompressed: "
+                 "decompress it first (gunzip -k");
+
+  rt::write_file(dir.str("report.txt"), "PAR1 of the report: the jury said the city was quiet.\n");
+  const auto text = rt::run_roformer(prepare + dir.str("p3") + " --input " + dir.str("report.txt"));
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("prepare: 1 documents"), std::string::npos) << text.output;
+}
+
+// Each file is read once: one reached twice (listed twice, or by name and through its folder) is
+// refused naming both ways; a link in a loop says so; roformer's own outputs inside an input folder
+// (a prepared corpus, a tokenizer, a run directory) are skipped, not read as JSONL.
+TEST(DataCli, EachInputIsReadOnceAndOutputsInsideAnInputFolderAreSkipped) {
+  rt::TempDir dir;
+  const std::string prepare = prepare_in(dir);
+  rt::write_file(dir.str("corpus/a.txt"), rt::synthetic_text(10, 3, 1));
+  rt::write_file(dir.str("corpus/b.txt"), rt::synthetic_text(10, 3, 2));
+  expect_refused(rt::run_roformer(prepare + dir.str("p") + " --input " + dir.str("corpus") + " " + dir.str("corpus/b.txt")),
+                 "input " + dir.str("corpus/b.txt") + " would be read twice (from " + dir.str("corpus") +
+                     ", and listed itself as " + dir.str("corpus/b.txt") + ")");
+  expect_refused(rt::run_roformer(prepare + dir.str("p") + " --input " + dir.str("corpus/a.txt") + " " +
+                                  dir.str("corpus/a.txt")),
+                 "would be read twice (listed itself, and listed itself");
+  rt::fs::create_symlink(dir.str("loop.txt"), dir.str("loop.txt"));
+  expect_refused(rt::run_roformer(prepare + dir.str("p") + " --input " + dir.str("loop.txt")),
+                 "cannot read input " + dir.str("loop.txt") + ": Too many levels of symbolic links");
+  EXPECT_FALSE(rt::fs::exists(dir.str("p")));
+
+  // Outputs of roformer in the folder: a prepared corpus (meta.json), a tokenizer (training.json).
+  ASSERT_EQ(rt::run_roformer(prepare + dir.str("corpus/prepared") + " --input " + dir.str("corpus/a.txt")).exit_code, 0);
+  ASSERT_EQ(rt::run_roformer("tokenizer train --input " + dir.str("corpus/a.txt") + " --vocab-size 200 --no-progress "
+                             "--out " + dir.str("corpus/tok")).exit_code, 0);
+  const auto r = rt::run_roformer(prepare + dir.str("p") + " --input " + dir.str("corpus"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping " + dir.str("corpus/prepared") + ", a prepared corpus"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prepare: 20 documents"), std::string::npos) << r.output;
 }

@@ -1,4 +1,4 @@
-// The second reliability sweep, where the user meets it (the CLI): a user's files are never
+// The second and third (issue 40) reliability sweeps, where the user meets it (the CLI): a user's files are never
 // overwritten or mixed with ours, a failed command leaves the old state as it was, and the
 // environment's refusals (over-long paths, a full device, thread limits, impossible settings) end
 // in exit 1 with one line, never in an internal error or an abort.
@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/hash.h"
 #include "run_dir_util.h"
 #include "test_util.h"
 
@@ -358,6 +359,171 @@ TEST_F(Reliability, AnInterruptedEvalLeavesNoTemporaryFolder) {
                              " | grep -q roformer-eval && break; sleep 0.05; done; kill -INT $pid; wait $pid; echo \"exit $?\"");
   EXPECT_NE(r.output.find("exit 130"), std::string::npos) << "killed by SIGINT, as without the guard: " << r.output;
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()), 0) << "left in TMPDIR";
+}
+
+
+// ---- The third sweep (issue 40): validate first, delete last; publish whole; say what is wrong ----
+
+// --overwrite deletes the earlier run only once what the new one reads is known to be there: a
+// mistyped data file, a missing tokenizer, truncated --init-from weights leave the run as it was.
+TEST_F(Reliability, NothingIsDeletedBeforeWhatTheRunReadsIsChecked) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  ASSERT_EQ(run_roformer("export --checkpoint " + tmp_.str("run") + " --format hf --out " + tmp_.str("hf")).exit_code, 0);
+  std::string weights = read_file(tmp_.str("hf/model.safetensors"));
+  write_file(tmp_.str("hf/model.safetensors"), weights.substr(0, weights.size() / 2));
+  const auto before = snapshot(tmp_.str("run"));
+  expect_user_error(train("run", "--overwrite --set data.train_files=[" + tmp_.str("trian.txt") + "]"),
+                    "data.train_files: input file not found: " + tmp_.str("trian.txt"));
+  expect_user_error(train("run", "--overwrite --set tokenizer.model=" + tmp_.str("none.model")),
+                    "tokenizer.model: tokenizer model not found: " + tmp_.str("none.model"));
+  expect_user_error(train("run", "--overwrite --init-from " + tmp_.str("hf")), "truncated");
+  EXPECT_EQ(snapshot(tmp_.str("run")), before);
+
+  // tokenizer train --force that fails on a write (100 KiB a file): the old tokenizer and its record stay.
+  const std::string tok_args = "tokenizer train --input " + tmp_.str("train.txt") + " --no-progress --out " + tmp_.str("tok");
+  ASSERT_EQ(run_roformer(tok_args + " --vocab-size 120").exit_code, 0);
+  const auto tok = snapshot(tmp_.str("tok"));
+  expect_user_error(run_command("ulimit -f 100 && " + roformer_bin() + " " + tok_args + " --vocab-size 130 --force"),
+                    "File too large");
+  EXPECT_EQ(snapshot(tmp_.str("tok")), tok);
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp_.str("tok")), fs::directory_iterator()), 3) << "no staging left";
+}
+
+// Settings that would do nothing are refused naming the key; a resumed run whose learning rate jumps
+// (a decayed WSD run given more steps climbs back to the peak) says so with both rates.
+TEST_F(Reliability, SettingsWithoutEffectAreRefusedAndALearningRateJumpIsSaid) {
+  expect_settings_refused(
+      {{"schedule.decay_fraction=0.5", "schedule.decay_fraction = 0.5 applies to schedule.type: wsd only (got linear)"},
+       {"schedule.type=wsd --set schedule.decay_fraction=0.01",
+        "schedule.decay_fraction 0.01 of train.steps 12 is 0.12 steps: the learning rate would never decay"}});
+  // A token-type table beyond memory is blamed on its key, not on the vocabulary.
+  expect_user_error(train("types", "--set model.type_vocab_size=1e10"), "Lower model.type_vocab_size (the largest share)");
+  const std::string wsd = "--set schedule.type=wsd --set schedule.decay_fraction=0.5 --set checkpoint.every=6";
+  ASSERT_EQ(train("wsd", wsd + " --set train.steps=6").exit_code, 0);
+  const auto resumed = train("wsd", wsd + " --set train.steps=12 --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("[warning] resume: the learning rate jumps at step 6: 0.0005 under the new settings, "
+                                "where the run left it at"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("train.steps 6 -> 12 reshapes the wsd schedule; the decay now starts at step 6"),
+            std::string::npos) << resumed.output;
+}
+
+// eval's counts and lengths out of range are refused naming the flag, before any data is read; a
+// temporary folder it cannot use is named as TMPDIR.
+TEST_F(Reliability, EvalArgumentsAndItsTemporaryFolderAreNamed) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const std::string eval = "eval --checkpoint " + tmp_.str("run") + " --data " + tmp_.str("train.txt") + " ";
+  for (const std::string& bad : {"--max-sequences 0", "--max-sequences -5", "--seq-len 0"}) {
+    SCOPED_TRACE(bad);
+    expect_user_error(run_roformer(eval + bad), "must be a whole number of at least");
+  }
+  const auto huge = run_roformer(eval + "--seq-len 100000000");
+  expect_user_error(huge, "--seq-len 100000000 is beyond what attention over one sequence can hold");
+  EXPECT_EQ(huge.output.find("data.max_seq_len"), std::string::npos) << huge.output;
+  write_file(tmp_.str("not-a-folder"), "x");
+  expect_user_error(run_command("TMPDIR=" + tmp_.str("not-a-folder") + " " + roformer_bin() + " " + eval),
+                    "set TMPDIR to a writable folder");
+}
+
+// A resumed run keeps the tokenizer and the step its checkpoint holds: a tokenizer put in its place,
+// or a trainer state edited to another step (and re-checksummed), is refused, and nothing is
+// changed; a manifest listing nothing is not intact; a checkpoint the run set aside is named as such.
+TEST_F(Reliability, AResumeTakesItsCheckpointAsSavedOrSaysWhyNot) {
+  ASSERT_EQ(train("run", "--set train.steps=6").exit_code, 0);
+  ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 130 --no-progress --out " +
+                         tmp_.str("tok2")).exit_code, 0);
+  const std::string own = tmp_.str("run/tokenizer/tokenizer.model"), original = read_file(own);
+  fs::copy_file(tmp_.str("tok2/tokenizer.model"), own, fs::copy_options::overwrite_existing);
+  expect_user_error(train("run", "--set train.steps=9 --resume auto"), "is not the tokenizer checkpoint");
+  EXPECT_EQ(read_file(own), read_file(tmp_.str("tok2/tokenizer.model"))) << "left as the user put it";
+  fs::remove(own);
+
+  // Step 6's state says 5, its manifest updated to match.
+  const std::string ck = checkpoint_dir(tmp_.str("run"), 6);
+  std::string state = read_file(ck + "/trainer_state.json");
+  const size_t at = state.find("\"step\": 6");
+  ASSERT_NE(at, std::string::npos) << state;
+  state.replace(at, 9, "\"step\": 5");
+  write_file(ck + "/trainer_state.json", state);
+  auto manifest = nlohmann::json::parse(read_file(ck + "/manifest.json"));
+  manifest["files"]["trainer_state.json"]["size"] = state.size();
+  manifest["files"]["trainer_state.json"]["checksum"] = core::file_checksum(ck + "/trainer_state.json");
+  write_file(ck + "/manifest.json", manifest.dump(2));
+  expect_user_error(train("run", "--set train.steps=9 --resume auto"),
+                    "trainer_state.json: step 5, but the checkpoint is step_00000006");
+
+  // A manifest listing nothing vouches for nothing: not intact, and --resume auto skips it.
+  write_file(ck + "/manifest.json", R"({"files": {}})");
+  const auto check = run_roformer("inspect " + ck);
+  EXPECT_EQ(check.output.find("integrity ok"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("manifest.json does not list model.safetensors"), std::string::npos) << check.output;
+  const auto skipped = train("run", "--set train.steps=4 --resume auto");
+  ASSERT_EQ(skipped.exit_code, 0) << skipped.output;
+  EXPECT_NE(skipped.output.find("skipping checkpoint " + ck + ": manifest.json does not list"), std::string::npos)
+      << skipped.output;
+  EXPECT_TRUE(fs::exists(checkpoint_dir(tmp_.str("run"), 4)));
+
+  // Resuming from step 3 sets step 4 aside; resuming from there is named for what it is.
+  ASSERT_EQ(train("run", "--set train.steps=6 --resume " + checkpoint_dir(tmp_.str("run"), 3)).exit_code, 0);
+  std::string aside;
+  for (const auto& e : fs::directory_iterator(tmp_.str("run/checkpoints")))
+    if (fs::exists(e.path() / "step_00000004")) aside = (e.path() / "step_00000004").string();
+  ASSERT_NE(aside.find("/abandoned-"), std::string::npos) << aside;
+  expect_user_error(train("run", "--set train.steps=9 --resume " + aside),
+                    "is a checkpoint this run set aside in");
+}
+
+// An export is published whole: a stop signal between removing the old config.json and renaming the
+// new files waits for the renames, so the folder holds the new export entirely (its model card and
+// weights of one step); the staging folder of an export killed outright goes at the next export.
+// The export's record then refuses a spiece.model swapped afterwards, and a damaged architecture is
+// named as such instead of being offered as advice.
+TEST_F(Reliability, AnExportIsPublishedWholeAndChecksItsTokenizer) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const std::string hf = tmp_.str("hf"), export_args = " export --checkpoint " + tmp_.str("run") + " --format hf --out ";
+  ASSERT_EQ(run_roformer(export_args + hf).exit_code, 0);
+  write_file(hf + "/.export-staging-999999999/model.safetensors", "a killed export's");
+  ASSERT_EQ(train("run", "--set train.steps=6 --resume auto").exit_code, 0);
+  const std::string log = tmp_.str("export.log");
+  const auto r = run_command("ROFORMER_FAULT_PUBLISH_DELAY_MS=3000 " + roformer_bin() + export_args + hf + " --force > " +
+                             log + " 2>&1 & pid=$!; for i in $(seq 300); do grep -q 'publish: waiting' " + log +
+                             " && break; sleep 0.1; done; kill -TERM $pid; wait $pid; echo \"exit $?\"");
+  EXPECT_NE(r.output.find("exit 143"), std::string::npos) << r.output << read_file(log);
+  ASSERT_EQ(run_roformer(export_args + tmp_.str("hf6")).exit_code, 0);
+  for (const auto& e : fs::directory_iterator(hf)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.find("staging"), std::string::npos) << name << " left";
+    if (name != "README.md") EXPECT_EQ(read_file(e.path().string()), read_file(tmp_.str("hf6/" + name))) << name;
+  }
+  EXPECT_NE(read_file(hf + "/README.md").find("| steps | 6 |"), std::string::npos);
+
+  // Another tokenizer of as many pieces (BPE where the run's is unigram).
+  ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 120 --model-type bpe "
+                         "--no-progress --out " + tmp_.str("tok2")).exit_code, 0);
+  fs::copy_file(tmp_.str("tok2/tokenizer.model"), hf + "/spiece.model", fs::copy_options::overwrite_existing);
+  expect_user_error(train("fresh", "--init-from " + hf), "is not the tokenizer these weights were exported with");
+  fs::copy_file(tmp_.str("hf6/spiece.model"), hf + "/spiece.model", fs::copy_options::overwrite_existing);
+  auto config = nlohmann::json::parse(read_file(hf + "/config.json"));
+  config["num_hidden_layers"] = 0;
+  write_file(hf + "/config.json", config.dump(2));
+  const auto damaged = train("fresh", "--init-from " + hf);
+  expect_user_error(damaged, "the model it records is not a valid one");
+  EXPECT_EQ(damaged.output.find("set model.num_layers: 0"), std::string::npos) << damaged.output;
+}
+
+// A run directory inside its input folder: the run never reads its own files (tokenizer/training.json
+// as JSONL, metrics.jsonl) when it prepares or resumes.
+TEST_F(Reliability, ARunDirectoryInsideItsInputFolderIsNotReadAsInput) {
+  write_file(tmp_.str("corpus/train.txt"), read_file(tmp_.str("train.txt")));
+  const std::string args = "--set data.train_files=[" + tmp_.str("corpus") + "] --set train.steps=3";
+  const auto first = run_roformer("train -c " + config_ + " --run-dir " + tmp_.str("corpus/run") + " " + args);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto resumed = run_roformer("train -c " + config_ + " --run-dir " + tmp_.str("corpus/run") + " " + args +
+                                    " --set train.steps=6 --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("changed since"), std::string::npos) << "the run's own files read as input: " << resumed.output;
+  EXPECT_NE(resumed.output.find("a roformer run directory (roformer's output, not input text)"), std::string::npos)
+      << resumed.output;
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // The scripts a user runs beside the CLI: scripts/compare_positions.sh (position schemes trained at
 // an equal budget, evaluated at 1x/2x/4x the training length, a markdown table, a JSON file, a
 // PNG, and runs that TensorBoard's HParams tab compares), on a tiny model and a synthetic corpus
-// so it runs in seconds; scripts/setup.sh's handling of a failed configure; and the commands that
-// look at a run (plot_metrics.py, tensorboard.sh) from the project's venv.
+// so it runs in seconds; scripts/setup.sh's handling of a failed configure; container_check.sh's
+// refusal of a scratch folder that exists; and the commands that look at a run (plot_metrics.py,
+// tensorboard.sh) from the project's venv.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -132,6 +137,36 @@ TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
   EXPECT_EQ(read_file(tmp.str("busy/notes.txt")), "mine");
 }
 
+// Every variant's factors and config are checked before the first run trains: a factor that is no
+// number, a key that is none, a value roformer refuses; an integer key is scaled exactly.
+TEST(CompareScript, EveryVariantIsCheckedBeforeAnyRunTrains) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 21));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 3, 22));
+  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  auto run_variants = [&](const std::string& variants) {
+    write_file(tmp.str("v.variants"), variants);
+    return run_command("BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() + " ROFORMER_PYTHON=" + python() +
+                       " bash " + source_dir() + "/scripts/compare_runs.sh --variants-file " + tmp.str("v.variants") +
+                       " -c " + tmp.str("cmp.yaml") + " -o " + tmp.str("out") +
+                       " --set tokenizer.input_sentence_size=1234569 2>&1");
+  };
+  const std::string first = "big | exact | tokenizer.input_sentence_size*=3 optimizer.lr*=0.5\n";
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"zero | none | optimizer.lr*=0", "variant 'zero' (--set optimizer.lr=0) does not resolve"},
+           {"dash | typo | optimizer.lr*=1-2", "the factor of optimizer.lr, '1-2', is not a number"},
+           {"typo | typo | optimizer.lrr*=2", "optimizer.lrr is not a numeric key of the config"}}) {
+    SCOPED_TRACE(bad);
+    const auto r = run_variants(first + bad + "\n");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("== variant big: --set tokenizer.input_sentence_size=3703707 --set optimizer.lr=0.00025"),
+              std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(tmp.str("out/runs"))) << "no variant trained";
+  }
+}
+
 // scripts/setup.sh's configure step, with a `cmake` that fails after writing the state a failed
 // CMake run leaves (CMakeCache.txt, CMakeFiles/): that state is removed so the next run configures
 // from scratch, and a folder half-configured by someone else is named with the command to clear it.
@@ -162,6 +197,21 @@ TEST(SetupScript, AFailedConfigureLeavesNothingThatBreaksTheNextRun) {
   EXPECT_NE(half.output.find("rm -rf " + build + "/CMakeCache.txt " + build + "/CMakeFiles"), std::string::npos)
       << half.output;
   EXPECT_EQ(read_file(build + "/CMakeCache.txt"), "half");
+}
+
+// scripts/container_check.sh refuses a scratch folder that exists before it installs, debootstraps
+// or builds anything (it removes only what it made): one line naming the folder and -w; the
+// folder's files stay as they were and no log is started beside it.
+TEST(ContainerCheck, AnExistingScratchFolderIsRefusedAndLeftAlone) {
+  if (geteuid() != 0) GTEST_SKIP() << "container_check.sh needs root (CI runs as root)";
+  TempDir tmp;
+  write_file(tmp.str("work/notes.txt"), "mine");
+  auto r = run_command("bash " + source_dir() + "/scripts/container_check.sh -w " + tmp.str("work"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("work exists; give a new folder with -w"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(read_file(tmp.str("work/notes.txt")), "mine");
+  EXPECT_FALSE(fs::exists(tmp.str("work.log")));
 }
 
 // After `make demo` alone, README's commands to look at a run work whatever Python is on PATH:
@@ -229,4 +279,36 @@ for name, variants in cases.items():
         "within the seeds' spread at 200"})
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
   EXPECT_EQ(r.output.find("held here.**"), std::string::npos) << "the old one-seed verdict\n" << r.output;
+}
+
+// scripts/gpu_check.sh kernels --dry-run (issue 38's one device call) prints its plan from a kit
+// without touching a GPU: every GPU test binary of the kit under its limit, the sanitizer steps,
+// the micro-benchmark, and the training step by default and with the fused entries, all four and
+// each alone, at seq 512 and 128, inside a budget under 5 minutes.
+TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "kit/bin");
+  for (const char* name : {"test_gpu_kernels", "test_gpu_step", "test_gpu_train"}) {
+    write_file(tmp.str(std::string("kit/bin/") + name), "#!/bin/sh\nexit 1\n");  // never run by a dry run
+    fs::permissions(tmp.path() / "kit/bin" / name, fs::perms::owner_all);
+  }
+  write_file(tmp.str("kit/bin/commit"), "abc1234\n");
+  auto r = run_command("GPU_KIT=" + tmp.str("kit") + " bash " + source_dir() + "/scripts/gpu_check.sh kernels " +
+                       tmp.str("log") + " --dry-run 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* step : {"kit/bin/test_gpu_kernels  >>", "kit/bin/test_gpu_step  >>", "kit/bin/test_gpu_train  >>",
+                           "--tool memcheck", "--tool initcheck", "roformer_kernels_bench --json",
+                           "call's 285 s"})
+    EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
+  for (const std::string seq : {"512", "128"}) {
+    for (const std::string flag : {"--fused-all", "--fused-layer-norm", "--fused-rotary", "--fused-cross-entropy",
+                                   "--fused-embedding"})
+      EXPECT_NE(r.output.find("data.max_seq_len=" + seq + " --set model.max_position_embeddings=512 --set "
+                              "model.vocab_size=32000 --synthetic --steps 10 --warmup 3 --json --run-dir " +
+                              tmp.str("log") + "/variants-bench " + flag),
+                std::string::npos)
+          << seq << " " << flag << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("# default, seq 512"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# default, seq 128"), std::string::npos) << r.output;
 }

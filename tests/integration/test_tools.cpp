@@ -108,7 +108,7 @@ TEST_F(ToolsTest, EvalAtAnotherSequenceLength) {
   EXPECT_GT(beyond["n_predicted"].get<int64_t>(), 8 * 128 / 10);
   r = run_roformer("eval --device cpu --checkpoint " + run_ + " --seq-len 2");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--seq-len 2 is too short"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--seq-len: must be a whole number of at least 3, got '2'"), std::string::npos) << r.output;
 }
 
 // The results are eval's output (stdout); logs stay on stderr. With --json stdout is the one record.

@@ -27,8 +27,9 @@ namespace fs = std::filesystem;
 namespace {
 std::string save(const std::string& dir, int64_t step, const std::string& payload) {
   CheckpointWriter w(dir, step);
-  roformer::core::write_file_checked(w.path("model.bin"), payload);
-  roformer::core::write_file_checked(w.path("state.json"), "{\"step\": " + std::to_string(step) + "}");
+  roformer::core::write_file_checked(w.path("model.safetensors"), payload);
+  roformer::core::write_file_checked(w.path("trainer_state.json"), "{\"step\": " + std::to_string(step) + "}");
+  for (const char* name : {"optimizer.pt", "config.yaml", "tokenizer.model"}) roformer::core::write_file_checked(w.path(name), name);
   return w.commit();
 }
 }  // namespace
@@ -69,7 +70,7 @@ TEST(CheckpointStore, UncommittedWriterLeavesNothing) {
   save(dir, 1, "a");
   {
     CheckpointWriter w(dir, 2);
-    write_file(w.path("model.bin"), "partial");
+    write_file(w.path("model.safetensors"), "partial");
   }  // destroyed without commit, as when an exception unwinds a save
   EXPECT_EQ(list_checkpoints(dir).size(), 1u);
   EXPECT_EQ(read_file(dir + "/latest"), "step_00000001\n");
@@ -79,22 +80,37 @@ TEST(CheckpointStore, DetectsTruncationCorruptionAndMissingFiles) {
   TempDir tmp;
   const std::string dir = tmp.str("ckpt");
   const std::string a = save(dir, 1, "0123456789");
-  write_file(a + "/model.bin", "01234");
+  write_file(a + "/model.safetensors", "01234");
   auto check = verify_checkpoint(a);
   EXPECT_FALSE(check.ok);
-  EXPECT_NE(check.problem.find("model.bin has 5 bytes, the manifest says 10"), std::string::npos) << check.problem;
+  EXPECT_NE(check.problem.find("model.safetensors has 5 bytes, the manifest says 10"), std::string::npos) << check.problem;
 
   const std::string b = save(dir, 2, "0123456789");
-  write_file(b + "/model.bin", "0123456780");
+  write_file(b + "/model.safetensors", "0123456780");
   check = verify_checkpoint(b);
   EXPECT_FALSE(check.ok);
   EXPECT_NE(check.problem.find("does not match its checksum"), std::string::npos) << check.problem;
 
   const std::string c = save(dir, 3, "x");
-  fs::remove(c + "/state.json");
+  fs::remove(c + "/trainer_state.json");
   check = verify_checkpoint(c);
   EXPECT_FALSE(check.ok);
-  EXPECT_NE(check.problem.find("state.json is missing"), std::string::npos) << check.problem;
+  EXPECT_NE(check.problem.find("trainer_state.json is missing"), std::string::npos) << check.problem;
+}
+
+// A manifest must list what every save writes: one with an empty list (or a file left out) vouches for
+// nothing a resume needs, and --resume auto skips it like a damaged one.
+TEST(CheckpointStore, AManifestWithoutTheFilesEveryCheckpointHoldsIsNotIntact) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  const std::string first = save(dir, 1, "a"), second = save(dir, 2, "b");
+  write_file(second + "/manifest.json", R"({"files": {}})");
+  const auto check = verify_checkpoint(second);
+  EXPECT_FALSE(check.ok);
+  EXPECT_NE(check.problem.find("manifest.json does not list model.safetensors"), std::string::npos) << check.problem;
+  std::vector<std::string> warnings;
+  EXPECT_EQ(find_latest_valid_checkpoint(dir, &warnings), first);
+  ASSERT_EQ(warnings.size(), 1u);
 }
 
 TEST(CheckpointStore, ResumeSkipsIncompleteAndCorruptWithWarnings) {
@@ -102,10 +118,10 @@ TEST(CheckpointStore, ResumeSkipsIncompleteAndCorruptWithWarnings) {
   const std::string dir = tmp.str("ckpt");
   const std::string good = save(dir, 100, "good");
   const std::string corrupt = save(dir, 200, "good");
-  write_file(corrupt + "/model.bin", "evil");
+  write_file(corrupt + "/model.safetensors", "evil");
   // A directory that looks like a checkpoint but never got its manifest.
   fs::create_directories(dir + "/step_00000300");
-  write_file(dir + "/step_00000300/model.bin", "half");
+  write_file(dir + "/step_00000300/model.safetensors", "half");
   std::vector<std::string> warnings;
   EXPECT_EQ(find_latest_valid_checkpoint(dir, &warnings), good);
   ASSERT_EQ(warnings.size(), 2u);

@@ -36,8 +36,14 @@ TEST_F(InputFiles, FolderIsItsCorpusFilesInPathOrder) {
 TEST_F(InputFiles, PatternsAreSortedAndEntriesKeepTheirOrder) {
   EXPECT_EQ(expand_inputs({p("other/z.text"), p("corpus/b*.txt"), p("corpus/B?.txt")}),
             (std::vector<std::string>{p("other/z.text"), p("corpus/b10.txt"), p("corpus/b9.txt"), p("corpus/B1.txt")}));
-  // A matched folder is read like a folder; a file listed twice is read twice.
-  EXPECT_EQ(expand_inputs({p("corpu[s]"), p("other/z.text"), p("other/z.text")}).size(), 8u);
+  // A matched folder is read like a folder; a file reached twice is refused, naming both ways.
+  EXPECT_EQ(expand_inputs({p("corpu[s]"), p("other/z.text")}).size(), 7u);
+  EXPECT_NE(error_of([&] { expand_inputs({p("corpu[s]"), p("other/z.text"), p("other/z.text")}); })
+                .find("input " + p("other/z.text") + " would be read twice (listed itself, and listed itself"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { expand_inputs({p("corpus/b*.txt"), p("corpus/b9.txt")}); })
+                .find("would be read twice (from " + p("corpus/b*.txt") + ", and listed itself"),
+            std::string::npos);
   // A file is taken whatever its name, and a name holding pattern characters that exists is that file.
   rt::write_file(p("odd[1].md"), "text\n");
   EXPECT_EQ(expand_inputs({p("corpus/README.md"), p("odd[1].md")}),

@@ -1,0 +1,11 @@
+// The one name of a run directory that code below checkpoint/ must know: the lock file every run
+// directory holds while and after a run (checkpoint/run_dir.h's RunDirLock), by which data/ tells a
+// run directory inside an input folder from input text. Every other name of the layout is in
+// checkpoint/run_layout.h.
+#pragma once
+
+namespace roformer::core {
+
+inline constexpr const char* kRunLockFile = ".lock";
+
+}  // namespace roformer::core

@@ -1,0 +1,96 @@
+// The launcher of the fused kernels compiled ahead of time from Triton (issue 38).
+//
+// At build time src/kernels/triton/aot.py compiles each kernel variant of src/kernels/triton/*.py
+// for sm_90 and sm_80 into cubins, which the generated triton_images.cpp links into the library
+// with a record each (TritonImage). At run time a kernel is found by (kernel, variant, the device's
+// architecture), loaded once per device into the current context with the CUDA driver API, and
+// launched on the current stream. The driver API is resolved through the CUDA runtime
+// (cudaGetDriverEntryPointByVersion), so nothing links libcuda and a machine without a driver still
+// starts. Loading switches the thread to relaxed capture mode, so even a first call inside a CUDA
+// graph capture is safe; launches themselves are captured like any kernel.
+//
+// Where the kernels were not built (ROFORMER_WITH_TRITON_KERNELS off: no CUDA LibTorch, or a Python
+// whose triton cannot compile them; CMake says which at configure), triton_images() is empty and
+// every fused op runs its ATen path.
+#pragma once
+
+#include <torch/types.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace roformer::kernels {
+
+// One compiled kernel variant for one GPU architecture.
+struct TritonImage {
+  const char* kernel;     // the Triton function, e.g. "residual_dropout_layer_norm_fwd"
+  const char* variant;    // its specialization, e.g. "bf16_1024" (storage dtype, block width)
+  int arch;               // compute capability x 10: 90 (H100/H200), 80 (A100; also runs on 8.6/8.9)
+  int num_warps;          // a program is 32 * num_warps threads
+  int shared_bytes;       // dynamic shared memory per program
+  const char* entry;      // the cubin's entry point
+  const char* signature;  // the runtime parameters' types in order, e.g. "*bf16,*fp32,i64,i32,fp32"
+  const unsigned char* cubin;
+  size_t cubin_size;
+};
+
+// Every image linked into this build; empty without ROFORMER_WITH_TRITON_KERNELS.
+std::vector<TritonImage> triton_images();
+// True when this build holds the compiled kernels.
+bool triton_kernels_built();
+// The image for a device of compute capability major.minor: sm_90 for 9.0, sm_80 for 8.x; nullptr
+// for any other, or when kernel/variant was not compiled.
+const TritonImage* find_triton_image(const std::string& kernel, const std::string& variant, int major, int minor);
+
+// A kernel's runtime arguments, in the order of its parameters, each stored at the width its PTX
+// declares (pointers and i64: 8 bytes, i32 and fp32: 4; an fp32 is never passed as a double), with
+// the type recorded so a launch can check the list against the image's signature.
+class KernelArgs {
+ public:
+  KernelArgs& tensor(const torch::Tensor& t);  // a device pointer typed by t's dtype ("*bf16", ...)
+  KernelArgs& pointer(const void* p, const std::string& type);  // a raw device pointer of Triton type `type`
+  KernelArgs& i32(int64_t v);                  // checked to fit
+  KernelArgs& i64(int64_t v);
+  KernelArgs& f32(double v);
+  // "*bf16,*i64,i32,fp32,...", comparable with TritonImage::signature.
+  std::string signature() const;
+  size_t size() const { return types_.size(); }
+  // Pointers to each stored value, then the two scratch pointers (null) every Triton 3.x kernel
+  // takes last: the kernelParams array of cuLaunchKernel. Valid while this object lives unchanged.
+  std::vector<void*> launch_params();
+
+ private:
+  void push(const void* bits, size_t size, const char* type);  // `size` bytes into a new slot
+  std::vector<uint64_t> values_;  // one 8-byte slot per argument; 4-byte ones in its first bytes
+  std::vector<std::string> types_;
+  uint64_t scratch_[2] = {0, 0};
+};
+
+// The Triton pointer type of a dtype: "*bf16", "*fp32", "*i64", "*u8", ...
+std::string triton_pointer_type(torch::ScalarType dtype);
+
+// Launches kernel/variant with grid (x, y, z) programs on the current CUDA stream of `device`.
+// Throws (TORCH_CHECK) when no image exists for the device, when `args` does not match the image's
+// signature (both are printed), or when the driver refuses.
+void launch_triton(const std::string& kernel, const std::string& variant, const torch::Device& device,
+                   std::array<uint32_t, 3> grid, KernelArgs& args);
+
+// Why kernel/variant cannot run on x's device (nullopt: it can): x not on a CUDA device, no kernels
+// in this build, or none compiled for the device's architecture. The ops' own checks (dtypes,
+// shapes, alignment) come first, so that they are also testable on the CPU.
+std::optional<std::string> triton_device_unsupported(const torch::Tensor& x, const std::string& kernel,
+                                                     const std::string& variant);
+// t's data starts at a 16-byte boundary (what the kernels' ":16" pointer hints promise).
+bool aligned16(const torch::Tensor& t);
+
+// The device's compute capability (major, minor); CUDA builds only (throws elsewhere).
+std::pair<int, int> device_capability(const torch::Device& device);
+// Streaming multiprocessors of the device (grid sizes of the row-block kernels).
+int device_sm_count(const torch::Device& device);
+
+}  // namespace roformer::kernels
