@@ -66,7 +66,7 @@ void register_tool_commands(CLI::App& app) {
                     "table, relative buckets cover any distance)")
         ->check(at_least(3));
     cmd->add_option("--device", req->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-    cmd->add_flag("--json", req->json, "Also print one JSON record on stdout");
+    cmd->add_flag("--json", req->json, "One JSON record on stdout instead of the table (which then goes to stderr)");
     cmd->callback([req] { tools::run_eval(*req); });
   }
   {

@@ -24,7 +24,9 @@
 # the current directory, as `roformer train` reads them). Env: BUILD_DIR (default build),
 # ROFORMER_PYTHON (the venv's python, for the report: matplotlib).
 #
-# Runs go to OUT/runs/VARIANT-sSEED (VARIANT-nSTEPS-sSEED with --steps) and resume (`--resume
+# Before each run it prints "run k of n" and, from the second on, the time so far and an estimate of
+# the time left (the mean of the runs so far). Runs go to OUT/runs/VARIANT-sSEED
+# (VARIANT-nSTEPS-sSEED with --steps) and resume (`--resume
 # auto`): run the script again after an interruption and finished runs are only evaluated. OUT keeps
 # its config (OUT/config.yaml); the script refuses an OUT prepared from another config instead of
 # mixing results. Each run writes TensorBoard event files: `tensorboard --logdir OUT/runs` shows the
@@ -51,7 +53,7 @@ while [ $# -gt 0 ]; do
     --lengths) LENGTHS="${2:?--lengths needs a list}"; shift 2 ;;
     --claim) CLAIM="${2:?--claim needs a name}"; shift 2 ;;
     --set) SETS+=(--set "${2:?--set needs KEY=VALUE}"); shift 2 ;;
-    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -180,6 +182,11 @@ done
 
 RESULTS="$OUT/evals.jsonl"
 : >"$RESULTS"
+# "run k of n" before each run and, after the first, the time left at the mean pace of the runs so far
+# (runs finished earlier are only evaluated, so after an interruption the estimate starts low).
+n_budgets=$(wc -w <<<"${BUDGETS:-config}") n_seeds=$(wc -w <<<"$SEEDS") n_variants=$(wc -w <<<"$VARIANTS")
+RUNS=$((n_budgets * n_seeds * n_variants)) RUN_NO=0 START=$SECONDS
+hms() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 for budget in ${BUDGETS:-config}; do
   budget_set=() tag="" steps_field=""
   if [ "$budget" != config ]; then
@@ -188,6 +195,9 @@ for budget in ${BUDGETS:-config}; do
   for seed in $SEEDS; do
     for v in $VARIANTS; do
       run="$OUT/runs/$v$tag-s$seed"
+      RUN_NO=$((RUN_NO + 1)) took=$((SECONDS - START)) left=""
+      [ "$RUN_NO" -gt 1 ] && left=", $(hms "$took") so far, about $(hms $((took * (RUNS - RUN_NO + 1) / (RUN_NO - 1)))) left"
+      echo "== run $RUN_NO of $RUNS$left =="
       echo "== $v${tag:+, $budget steps}, seed $seed: training into $run =="
       # shellcheck disable=SC2086
       "$BIN" train -c "$CONFIG" "${SETS[@]}" $(set_args "$v") "${budget_set[@]}" --set "train.seed=$seed" \

@@ -147,6 +147,7 @@ CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoic
       throw Error(fmt::format("run directory '{}' already holds {} checkpoint(s) (newest {}): continue that run with "
                               "--resume auto, start it over with --overwrite (deletes its checkpoints and metrics), or "
                               "use another --run-dir", run_dir, existing.size(), existing.back()));
+    plan.overwrite = c.overwrite;
     if (c.overwrite) plan.deleted = existing;
     return plan;
   }
@@ -189,24 +190,51 @@ CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoic
   return plan;
 }
 
+namespace {
+
+// --overwrite: the earlier run's checkpoints, `latest`, metrics.jsonl and TensorBoard event files, not
+// what else the user keeps there (abandoned-*, notes); one line says what went, counted.
+void delete_earlier_run(const CheckpointPlan& plan, const std::string& run_dir) {
+  std::error_code ec;
+  for (const auto& c : plan.deleted) {
+    core::remove_tree(c, ec);
+    if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", c, ec.message()));
+  }
+  const RunLayout layout(run_dir);
+  fs::remove(layout.latest(), ec);
+  int64_t records = -1;  // metrics.jsonl's lines; -1: there was none
+  if (std::ifstream metrics(layout.metrics()); metrics) {
+    records = 0;
+    for (std::string line; std::getline(metrics, line);) records += line.empty() ? 0 : 1;
+  }
+  if (records >= 0 && !fs::remove(layout.metrics(), ec) && ec)
+    throw Error(fmt::format("--overwrite: cannot delete '{}': {}", layout.metrics(), ec.message()));
+  const fs::path events = layout.tensorboard();
+  const auto event_files = tensorboard::list_event_files(events.string());
+  for (const auto& name : event_files) {
+    fs::remove(events / name, ec);
+    if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", (events / name).string(), ec.message()));
+  }
+  std::vector<std::string> gone;
+  if (!plan.deleted.empty()) gone.push_back(fmt::format("{} checkpoint(s) ({})", plan.deleted.size(), names_of(plan.deleted)));
+  if (records >= 0)
+    gone.push_back(fmt::format("{} ({} record(s))", fs::path(layout.metrics()).filename().string(), records));
+  if (!event_files.empty()) gone.push_back(fmt::format("{} TensorBoard event file(s)", event_files.size()));
+  if (gone.empty()) {
+    spdlog::info("--overwrite: {} held no checkpoints, metrics or event files of an earlier run; nothing deleted",
+                 run_dir);
+    return;
+  }
+  std::string list;
+  for (size_t i = 0; i < gone.size(); ++i) list += (i == 0 ? "" : i + 1 == gone.size() ? " and " : ", ") + gone[i];
+  spdlog::warn("--overwrite: deleted {} of the earlier run in {}", list, run_dir);
+}
+
+}  // namespace
+
 void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
   std::error_code ec;
-  if (!plan.deleted.empty()) {  // the checkpoints listed, not what else the user keeps there (abandoned-*)
-    for (const auto& c : plan.deleted) {
-      core::remove_tree(c, ec);
-      if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", c, ec.message()));
-    }
-    const RunLayout layout(run_dir);
-    fs::remove(layout.latest(), ec);
-    fs::remove(layout.metrics(), ec);
-    const fs::path events = layout.tensorboard();  // its event files, not what else is there
-    for (const auto& name : tensorboard::list_event_files(events.string())) {
-      fs::remove(events / name, ec);
-      if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", (events / name).string(), ec.message()));
-    }
-    spdlog::warn("--overwrite: deleted {} checkpoint(s) ({}) and the metrics and TensorBoard event files of the "
-                 "earlier run in {}", plan.deleted.size(), names_of(plan.deleted), run_dir);
-  }
+  if (plan.overwrite) delete_earlier_run(plan, run_dir);
   if (plan.later.empty()) return;
   const fs::path dir = fs::path(plan.later.front()).parent_path();
   const std::string chosen_name = fs::canonical(plan.resume).filename().string();

@@ -7,7 +7,7 @@
 //   plan_checkpoint      what a run starts from, decided before anything is written (carry_out acts):
 //     fresh run          refused when RUN_DIR/checkpoints holds checkpoints (resume it, --overwrite,
 //                        or another directory); --overwrite deletes them, metrics.jsonl and the
-//                        TensorBoard event files first;
+//                        TensorBoard event files first (those two even without checkpoints);
 //     --resume auto      the newest checkpoint that verifies; refused, naming each, when there are
 //                        checkpoints but none verifies (nothing is overwritten);
 //     --resume PATH      that checkpoint; one of another run directory only into an empty one.
@@ -57,10 +57,13 @@ struct CheckpointChoice {
 // change say, has changed nothing); carry_out() then deletes or moves what the plan says.
 struct CheckpointPlan {
   std::string resume;                // the checkpoint to resume from; "" for a fresh run
+  bool overwrite = false;            // --overwrite: delete the earlier run's files (those below, metrics, events)
   std::vector<std::string> deleted;  // --overwrite: the earlier run's checkpoints
   std::vector<std::string> later;    // checkpoints after `resume`, moved aside
 };
 CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoice& choice);
+// Logs one line of what it deleted or moved: call it once the run's log file is attached, so that
+// train.log keeps the line too.
 void carry_out(const CheckpointPlan& plan, const std::string& run_dir);
 
 }  // namespace roformer::checkpoint

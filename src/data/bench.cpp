@@ -60,8 +60,13 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
   const core::ScratchDir scratch("roformer-bench-", "the benchmark's tokenizer and prepared copies");
   const fs::path& work = scratch.path();  // removed on every exit path, a stop signal included
 
+  // Each measurement takes seconds (the loader's --seconds each): a line before each says where it is.
+  const int64_t measurements = (options.tokenizer.empty() ? 1 : 0) + static_cast<int64_t>(options.threads_list.size()) + 4;
+  int64_t measurement = 0;
+  auto next = [&](const std::string& what) { spdlog::info("bench data: {} of {}: {}", ++measurement, measurements, what); };
   std::string tokenizer = options.tokenizer;
   if (tokenizer.empty()) {
+    next("training a tokenizer on " + options.input + " (--tokenizer FILE skips this)");
     TokenizerTrainOptions t;
     t.inputs = {options.input};
     t.out_dir = (work / "tok").string();
@@ -81,6 +86,7 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
     p.out_dir = (work / ("prepared-" + std::to_string(threads))).string();
     p.num_threads = threads;
     p.progress = false;
+    next(fmt::format("prepare with {} thread(s)", threads));
     const PrepareStats s = prepare_corpus(p);
     table << "| prepare | " << threads << " thread(s) | "
           << fmt::format("{:.2f} MB/s of text, {:.2f}M tokens/s", s.text_bytes / 1e6 / s.seconds, s.tokens / 1e6 / s.seconds)
@@ -92,8 +98,11 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
   for (const int64_t t : options.threads_list) max_workers = std::max(max_workers, t);
   // The default masking with and without workers, then whole-word masking and document packing synchronously.
   for (const auto& [workers, variant] : std::vector<std::pair<int64_t, std::string>>{
-           {0, ""}, {max_workers, ""}, {0, "whole_word"}, {0, "document"}})
+           {0, ""}, {max_workers, ""}, {0, "whole_word"}, {0, "document"}}) {
+    next(fmt::format("loader with {} worker(s){} for {}s", workers, variant.empty() ? "" : ", " + variant,
+                     options.seconds));
     table << measure_loader(corpus, options, workers, variant);
+  }
   std::cout << table.str() << std::flush;
   return table.str();
 }

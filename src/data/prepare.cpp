@@ -431,7 +431,7 @@ void write_chunks(ChunkQueue& queue, const fs::path& staging, const TokenFormat&
     if (queue.failed()) return;
     writer.finish();
     result = writer.written();
-    progress.update(files_done, result.stats.bytes, result.stats.tokens, true);
+    progress.update(total_files, result.stats.bytes, result.stats.tokens, true);  // every file is read now
   } catch (const std::exception& e) {
     queue.fail(e.what());
   }

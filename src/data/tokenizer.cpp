@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -81,6 +82,9 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
         if (reader_) done_bytes_ += reader_->bytes_read();
         if (file_ >= inputs_.size()) {
           progress_.update(static_cast<int64_t>(file_), done_bytes_, -1, /*final=*/true);
+          // SentencePiece trains from here on and says nothing until it is done.
+          spdlog::info("tokenizer: read {} paragraphs ({:.1f} MB); SentencePiece is training the model now (no "
+                       "progress until it is done)", count_, static_cast<double>(done_bytes_) / 1e6);
           done_ = true;
           return;
         }
@@ -298,6 +302,9 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   const auto spec = trainer_spec(options, &extra);
   // SentencePiece seeds its sampling from a global seed.
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
+  spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", options.model_type, options.vocab_size,
+               files.size());
+  const auto start = std::chrono::steady_clock::now();
   ParagraphIterator it(files, options.text_field, extra, options.progress);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(spec, &it, &model);
@@ -306,8 +313,9 @@ std::string train_tokenizer(const TokenizerTrainOptions& options) {
   if (!status.ok()) explain_training_failure(status.ToString(), options);
   const Tokenizer tok = write_trained_tokenizer(options, model);
   const std::string model_path = (fs::path(options.out_dir) / kTokenizerModelFile).string();
-  spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {})", tok.vocab_size(),
-               options.model_type, it.count(), model_path, tok.fingerprint());
+  spdlog::info("tokenizer: {} pieces ({}) from {} paragraphs -> {} (fingerprint {}) in {:.1f}s", tok.vocab_size(),
+               options.model_type, it.count(), model_path, tok.fingerprint(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return model_path;
 }
 

@@ -36,6 +36,7 @@ class AbsolutePositions final : public PositionScheme {
   torch::Tensor input_position_table() const override { return table_.weight(); }
   std::optional<int64_t> max_length() const override { return table_.size(); }
   std::vector<TableSize> tables() const override { return {table_.table()}; }
+  std::string description() const override { return "absolute positions (" + std::to_string(table_.size()) + " learned rows)"; }
 
  private:
   AbsoluteTable table_;

@@ -214,6 +214,16 @@ class DisentangledPositions final : public PositionScheme {
     return out;
   }
 
+  std::string description() const override {
+    const auto& m = options_.model();
+    std::string out = "disentangled positions (" + config::to_string(m.pos_att_type) + ", ";
+    out += m.position_buckets > 0 ? std::to_string(m.position_buckets) + " buckets"
+                                  : "distances to " + std::to_string(config::effective_max_relative_positions(m));
+    if (m.position_biased_input) out += ", absolute input positions";
+    if (m.enhanced_mask_decoder) out += ", enhanced mask decoder";
+    return out + ")";
+  }
+
  private:
   double terms() const { return options_.model().pos_att_type == config::RelativeTerms::kBoth ? 2.0 : 1.0; }
   RoFormerOptions options_;

@@ -122,6 +122,9 @@ class PositionScheme {
   virtual double activations_per_token(int64_t seq_len) const;
   // Every tensor whose size one of its keys sets.
   virtual std::vector<TableSize> tables() const { return {}; }
+  // What the log's `model:` line says of the scheme ("rotary positions", "disentangled positions
+  // (c2p+p2c, 256 buckets, enhanced mask decoder)").
+  virtual std::string description() const { return "no positions"; }
 };
 
 // The scheme of options.model().position (cheap: nothing is allocated until a module registers).

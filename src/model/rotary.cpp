@@ -197,6 +197,9 @@ class RotaryPositions final : public PositionScheme {
   std::vector<TableSize> tables() const override {
     return {{"model.max_position_embeddings", 0.0, 24.0 * static_cast<double>(rows_) * static_cast<double>(head_dim_)}};
   }
+  std::string description() const override {
+    return rotate_values_ ? "rotary positions (values rotated too)" : "rotary positions";
+  }
 
  private:
   int64_t rows_, head_dim_;

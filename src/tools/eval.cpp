@@ -16,6 +16,7 @@
 #include "core/file.h"
 #include "core/temp_dir_guard.h"
 #include "data/corpus.h"
+#include "data/input_files.h"
 #include "data/tokenizer.h"
 #include "data/loader.h"
 #include "checkpoint/loader.h"
@@ -74,6 +75,24 @@ int64_t checked_seq_len(int64_t seq_len, const model::PositionScheme& positions)
   return seq_len;
 }
 
+// The run's data.valid_files are read as the run wrote them into its config: a relative path is relative
+// to the directory `roformer train` was started in, which need not be this one.
+void check_run_valid_files(const std::vector<std::string>& files) {
+  for (const auto& f : files) {
+    std::error_code ec;
+    if (fs::exists(f, ec) || data::is_prepared_dir(f)) continue;
+    try {
+      data::expand_inputs({f});  // a pattern or a folder that still names files
+    } catch (const Error&) {
+      throw Error(fmt::format("input file not found: {}: it is the run's data.valid_files (its config.yaml), read "
+                              "relative to the directory the run was started in{}; pass --data FILE... to evaluate "
+                              "other files, or run eval from that directory",
+                              f, fs::path(f).is_relative() ? ", not to this one (" + fs::current_path().string() + ")"
+                                                            : std::string()));
+    }
+  }
+}
+
 }  // namespace
 
 void run_eval(const EvalRequest& req) {
@@ -85,6 +104,7 @@ void run_eval(const EvalRequest& req) {
   if (files.empty())
     throw Error("no evaluation data: pass --data FILE... (text, JSONL, Parquet, a folder or prepared directories); "
                 "the run had no data.valid_files");
+  if (req.data.empty()) check_run_valid_files(files);
   std::shared_ptr<const data::PreparedCorpus> corpus;
   std::unique_ptr<TempPrepared> temp;
   if (std::all_of(files.begin(), files.end(), [](const std::string& f) { return data::is_prepared_dir(f); })) {
@@ -112,7 +132,8 @@ void run_eval(const EvalRequest& req) {
   const double tokens_per_s = r.seconds > 0 ? static_cast<double>(r.n_tokens) / r.seconds : 0.0;
   std::string data_desc;
   for (const auto& f : files) data_desc += (data_desc.empty() ? "" : ", ") + f;
-  std::cerr << fmt::format(
+  // The table is the result (stdout); with --json the record is, and the table goes beside the logs.
+  (req.json ? std::cerr : std::cout) << fmt::format(
       "checkpoint      {} (step {})\n"
       "data            {}\n"
       "sequences       {} x {} tokens{}, {} predicted (mask_prob {}, seed {})\n"

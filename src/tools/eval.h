@@ -18,10 +18,11 @@ struct EvalRequest {
   int64_t max_sequences = 0;       // 0: every sequence
   int64_t seq_len = 0;             // T of the evaluated sequences; 0: the checkpoint's data.max_seq_len
   std::string device = "auto";
-  bool json = false;               // also print one JSON record on stdout
+  bool json = false;               // one JSON record on stdout (the table then on stderr)
 };
 
-// Prints the figures (and with --json one record); throws roformer::Error for user mistakes.
+// Prints the figures as a table on stdout, or with --json one record there (the table then on stderr);
+// throws roformer::Error for user mistakes.
 void run_eval(const EvalRequest& request);
 
 }  // namespace roformer::tools

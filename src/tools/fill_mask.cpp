@@ -1,9 +1,11 @@
 // `roformer fill-mask`: top-k predictions for every [MASK] of each text; see fill_mask.h.
 #include "tools/fill_mask.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
@@ -33,14 +35,29 @@ std::vector<int64_t> encode_with_masks(const data::Tokenizer& tok, const std::st
   return ids;
 }
 
-}  // namespace
+// Why a text cannot be filled, or "" when it can: no [MASK] in it, or (ids: its encoding) longer
+// than the model takes.
+std::string text_problem(const std::string& text, const std::vector<int64_t>& ids, int64_t max_len) {
+  if (text.find(kMaskText) == std::string::npos) return "it has no [MASK] to fill; write [MASK] where a word is to be predicted";
+  const auto length = ids.size();
+  if (static_cast<int64_t>(length) > max_len)
+    return fmt::format("it is {} tokens long with [CLS] and [SEP]; the model takes at most {} "
+                       "(model.max_position_embeddings). It is refused rather than truncated: shorten it",
+                       length, max_len);
+  return "";
+}
 
-void run_fill_mask(const FillMaskRequest& req) {
-  const torch::Device device = core::select_device(req.device, "--device");
-  auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
+// A text as the messages quote it: in quotes, its first 60 bytes (cut at a character's start).
+std::string quoted(const std::string& text) {
+  size_t end = std::min<size_t>(text.size(), 60);
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return "\"" + text.substr(0, end) + (end < text.size() ? "...\"" : "\"");
+}
+
+// The texts: the arguments, or one per line of stdin. Texts are checked as data files are: invalid
+// UTF-8 would otherwise be tokenized as garbage (and end --json output in an encoding error).
+std::vector<std::string> read_texts(const FillMaskRequest& req) {
   std::vector<std::string> texts = req.texts;
-  // Texts are checked as data files are: invalid UTF-8 would otherwise be tokenized as garbage (and
-  // end --json output in an encoding error).
   for (size_t i = 0; i < texts.size(); ++i)
     if (const int64_t bad = data::find_invalid_utf8(texts[i]); bad >= 0)
       throw Error(fmt::format("text argument {}: invalid UTF-8 at byte {}; pass UTF-8 text", i + 1, bad + 1));
@@ -55,40 +72,69 @@ void run_fill_mask(const FillMaskRequest& req) {
     }
   }
   if (texts.empty()) throw Error("no text: pass \"... [MASK] ...\" as an argument or one text per line on stdin");
+  return texts;
+}
+
+// One text's predictions, printed: the text filled with the top predictions, then each mask's top k
+// (or one JSON record). ids: [CLS] text [SEP] with the masks.
+void print_filled(checkpoint::LoadedCheckpoint& ck, const std::string& text, const std::vector<int64_t>& ids,
+                  int64_t k, const torch::Device& device, bool json) {
+  auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).to(device);  // (1, T)
+  auto probs = torch::softmax(ck.model->forward(input).squeeze(0).to(torch::kFloat32), -1).cpu();  // (T, V)
+  nlohmann::json masks = nlohmann::json::array();
+  std::vector<int32_t> filled;  // the text's ids with each [MASK] replaced by its top prediction
+  std::string table;
+  int mask_no = 0;
+  for (size_t t = 1; t + 1 < ids.size(); ++t) {  // between [CLS] and [SEP]
+    if (ids[t] != data::Tokenizer::kMask) {
+      filled.push_back(static_cast<int32_t>(ids[t]));
+      continue;
+    }
+    ++mask_no;
+    auto [p, idx] = probs[static_cast<int64_t>(t)].topk(k);
+    nlohmann::json preds = nlohmann::json::array();
+    for (int64_t j = 0; j < k; ++j) {
+      const auto id = static_cast<int32_t>(idx[j].item<int64_t>());
+      const std::string token = ck.tokenizer->id_to_piece(id);
+      const double prob = p[j].item<double>();
+      if (j == 0) filled.push_back(id);
+      preds.push_back({{"token", token}, {"id", id}, {"probability", prob}});
+      table += fmt::format("  [MASK] #{}  {:>2}. {:<20} {:.4f}\n", mask_no, j + 1, token, prob);
+    }
+    masks.push_back({{"position", t}, {"predictions", preds}});
+  }
+  // Detokenized by the tokenizer: pieces joined, "▁" back to spaces (SentencePiece's normalized text).
+  const std::string sentence = ck.tokenizer->decode(filled);
+  if (json)
+    std::cout << nlohmann::json({{"text", text}, {"filled", sentence}, {"masks", masks}}).dump() << "\n";
+  else
+    std::cout << text << "\n  -> " << sentence << "\n" << table;
+}
+
+}  // namespace
+
+void run_fill_mask(const FillMaskRequest& req) {
+  const torch::Device device = core::select_device(req.device, "--device");
+  auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
+  const std::vector<std::string> texts = read_texts(req);
   const int64_t max_len = ck.config.model.max_position_embeddings;
   const int64_t k = std::min<int64_t>(req.top_k, ck.tokenizer->vocab_size());
   torch::NoGradGuard no_grad;
-  for (const auto& text : texts) {
-    if (text.find(kMaskText) == std::string::npos)
-      throw Error(fmt::format("the text has no [MASK] to fill: \"{}\"", text));
-    auto ids = encode_with_masks(*ck.tokenizer, text);
-    if (static_cast<int64_t>(ids.size()) > max_len)
-      throw Error(fmt::format("the text is {} tokens long with [CLS] and [SEP]; the model takes at most {} "
-                              "(model.max_position_embeddings). It is refused rather than truncated: shorten it",
-                              ids.size(), max_len));
-    auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).to(device);  // (1, T)
-    auto probs = torch::softmax(ck.model->forward(input).squeeze(0).to(torch::kFloat32), -1).cpu();  // (T, V)
-    nlohmann::json masks = nlohmann::json::array();
-    if (!req.json) std::cout << text << "\n";
-    int mask_no = 0;
-    for (size_t t = 0; t < ids.size(); ++t) {
-      if (ids[t] != data::Tokenizer::kMask) continue;
-      ++mask_no;
-      auto [p, idx] = probs[static_cast<int64_t>(t)].topk(k);
-      nlohmann::json preds = nlohmann::json::array();
-      for (int64_t j = 0; j < k; ++j) {
-        const auto id = static_cast<int32_t>(idx[j].item<int64_t>());
-        const std::string token = ck.tokenizer->id_to_piece(id);
-        const double prob = p[j].item<double>();
-        preds.push_back({{"token", token}, {"id", id}, {"probability", prob}});
-        if (!req.json)
-          std::cout << fmt::format("  [MASK] #{}  {:>2}. {:<20} {:.4f}\n", mask_no, j + 1, token, prob);
-      }
-      masks.push_back({{"position", t}, {"predictions", preds}});
+  int64_t failed = 0;
+  for (size_t n = 0; n < texts.size(); ++n) {
+    // A text that cannot be filled is said (one line naming it) and the others still run.
+    const auto ids = encode_with_masks(*ck.tokenizer, texts[n]);
+    if (const std::string problem = text_problem(texts[n], ids, max_len); !problem.empty()) {
+      spdlog::error("text {} ({}): {}", n + 1, quoted(texts[n]), problem);
+      ++failed;
+      continue;
     }
-    if (req.json) std::cout << nlohmann::json({{"text", text}, {"masks", masks}}).dump() << "\n";
+    print_filled(ck, texts[n], ids, k, device, req.json);
   }
   std::cout.flush();
+  if (failed > 0)
+    throw Error(fmt::format("{} of {} text(s) could not be filled (each is named above); the others were", failed,
+                            texts.size()));
 }
 
 }  // namespace roformer::tools

@@ -1,4 +1,4 @@
-// `roformer fill-mask`: the top-k tokens, with probabilities, for every [MASK] in a text.
+// `roformer fill-mask`: the top-k tokens, with probabilities, for every [MASK] in a text, and the text filled.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,9 @@ struct MaskPrediction {
   double probability = 0;
 };
 
-// Prints the predictions of every text; throws roformer::Error for user mistakes.
+// Prints every text with its masks filled by the top predictions (detokenized), then each mask's top
+// k pieces; or one JSON record per text. A text that cannot be filled (no [MASK], too long) is said on
+// stderr and the others still run; then roformer::Error at the end. Throws it for other user mistakes.
 void run_fill_mask(const FillMaskRequest& request);
 
 }  // namespace roformer::tools

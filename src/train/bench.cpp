@@ -155,10 +155,16 @@ Measurement measure_steps(BenchedStep& bench, const TrainBenchOptions& o) {
     at::accelerator::resetPeakStats(bench.device().index());  // the device resolved with its index
   }
   // Warm-up steps as the measured ones (no read-back but the last), so CUDA graphs are captured here.
+  using Clock = std::chrono::steady_clock;
+  const auto warmup_start = Clock::now();
   for (int64_t i = 0; i < o.warmup; ++i) bench.run(/*host_sync=*/i + 1 == o.warmup);
   if (cuda) core::synchronize(bench.device());
+  if (o.warmup > 0) {  // the measured steps run in silence: say how long they should take
+    const double secs = std::chrono::duration<double>(Clock::now() - warmup_start).count();
+    spdlog::info("bench: warm-up done in {:.1f}s; measuring {} step(s), about {:.0f}s at the warm-up's pace", secs,
+                 o.steps, secs / static_cast<double>(o.warmup) * static_cast<double>(o.steps));
+  }
 
-  using Clock = std::chrono::steady_clock;
   Measurement m;
   const auto start = Clock::now();
   for (int64_t i = 0; i < o.steps; ++i) {

@@ -209,7 +209,9 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
   plan.run_dir = std::move(l.run_dir);
   plan.init = std::move(l.init);
   check_run_inputs(plan, start);
-  if (main_process) checkpoint::carry_out(start, plan.run_dir);  // only rank 0 deletes or moves; every rank planned alike
+  // Carried out by the run (rank 0) once the device is found and train.log is attached, so the log
+  // says what was deleted or moved; every rank planned alike.
+  plan.start = start;
   return plan;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "checkpoint/meta.h"
+#include "checkpoint/run_dir.h"
 #include "core/config.h"
 #include "core/faults.h"
 #include "dist/env.h"
@@ -22,6 +23,8 @@ struct Plan {
   config::Config cfg;          // validated; train.param_dtype auto is resolved when the device is
   std::string config_origin;   // where cfg came from (the log, the header of RUN/config.yaml)
   std::string run_dir;         // the run's files, its tokenizer and prepared data
+  checkpoint::CheckpointPlan start;  // what the run directory's earlier files undergo (--overwrite, resume), carried
+                                     // out by the run once train.log is attached (rank 0)
   std::optional<checkpoint::CheckpointMeta> resume;  // the checkpoint the run continues from
   std::optional<InitSource> init;                    // --init-from: a new run from these weights
   dist::DistEnv env;           // the launcher's ranks (a single process unless torchrun or srun started it)

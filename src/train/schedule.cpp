@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace roformer::train {
 
 LrSchedule::LrSchedule(const config::ScheduleConfig& schedule, double peak_lr, int64_t total_steps)
@@ -23,6 +25,21 @@ double LrSchedule::lr(int64_t step) const {
   const double p = std::clamp(static_cast<double>(step - start) / static_cast<double>(span), 0.0, 1.0);
   if (type_ == "cosine") return min_ + (peak_ - min_) * 0.5 * (1.0 + std::cos(M_PI * p));
   return min_ + (peak_ - min_) * (1.0 - p);
+}
+
+std::string LrSchedule::never_decays() const {
+  // The last step at the peak (to rounding: warmup computes it as peak * W / W).
+  if (type_ == "constant" || min_ >= peak_ || total_ <= 0 || lr(total_ - 1) < peak_ * (1 - 1e-9)) return "";
+  // The decay runs from its start (the end of warmup; wsd: s0) to the last step, and goes below the
+  // peak only with two or more steps there.
+  if (type_ == "wsd")
+    return fmt::format("the learning rate never decays: the wsd decay gets {} of the {} train.steps (it starts at "
+                       "step {}, schedule.warmup_steps {}); raise schedule.decay_fraction or train.steps",
+                       total_ - decay_start_, total_, decay_start_, warmup_);
+  return fmt::format("the learning rate never decays: train.steps {} ends {} schedule.warmup_steps {}, so the last "
+                     "step still runs at the peak {}; lower schedule.warmup_steps (or raise train.steps) for the {} "
+                     "decay to schedule.min_lr", total_, total_ > warmup_ ? "one step after" : "with", warmup_, peak_,
+                     type_);
 }
 
 }  // namespace roformer::train

@@ -24,6 +24,10 @@ class LrSchedule {
   //            2024: a constant rate with a short cooldown matches cosine at any budget)
   //   constant: peak after warmup.
   double lr(int64_t step) const;
+  // Why the rate never decays within the run (the last step still runs at the peak, no stable phase
+  // or warmup left to decay from), naming the keys to change; "" when it decays or is not meant to
+  // (constant, or min_lr equal to the peak).
+  std::string never_decays() const;
 
  private:
   std::string type_;

@@ -33,6 +33,20 @@ TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
     eval_batches_ = data::make_eval_batches(prepare(plan, cfg.data.valid_files, "valid"), eval_opts,
                                             cfg.eval.max_sequences, cfg.eval.batch_size, cfg.eval.seed);
   }
+  if (main_rank && !plan.resume && !plan.init && cfg.tokenizer.model.empty()) say_how_to_reuse(plan);
+}
+
+// A new run trains its tokenizer (about 10 s on Brown) and prepares its data again, as this one did.
+// Not cached behind the user's back: the keys that point a run at existing ones are said instead.
+void TrainingData::say_how_to_reuse(const Plan& plan) const {
+  const config::Config& cfg = plan.cfg;
+  const std::string cache =
+      cfg.data.prepared_dir.empty() ? checkpoint::RunLayout(plan.run_dir).data() : cfg.data.prepared_dir;
+  std::string sets = fmt::format("--set tokenizer.model={} --set data.train_files=[{}]", tokenizer_->model_path(),
+                                 (fs::path(cache) / "train").string());
+  if (!cfg.data.valid_files.empty()) sets += fmt::format(" --set data.valid_files=[{}]", (fs::path(cache) / "valid").string());
+  spdlog::info("a new run can reuse this tokenizer and prepared data instead of training and preparing them again: {}",
+               sets);
 }
 
 void TrainingData::save(checkpoint::TrainerState& state) const {
@@ -99,8 +113,6 @@ std::string TrainingData::train_run_tokenizer(const config::Config& cfg, const s
   if (inputs.empty())
     throw Error("no training text: set data.train_files (plain text or JSONL files), e.g. "
                 "--set data.train_files=[../shared/data/brown/train.txt]");
-  spdlog::info("training a {} tokenizer ({} pieces) on {} file(s)", cfg.tokenizer.model_type, cfg.tokenizer.vocab_size,
-               inputs.size());
   try {
     return data::train_tokenizer(tok_options);
   } catch (const Error& e) {  // about an input file: name the key that listed it

@@ -43,6 +43,7 @@ class TrainingData : public BatchSource {
  private:
   void load_tokenizer(const Plan& plan, bool main_rank);
   std::string train_run_tokenizer(const config::Config& cfg, const std::string& run_dir, bool main_rank);
+  void say_how_to_reuse(const Plan& plan) const;  // the keys that point a new run at this tokenizer and data
   std::shared_ptr<const data::PreparedCorpus> prepare(const Plan& plan, const std::vector<std::string>& files,
                                                       const std::string& name);
 

@@ -25,6 +25,7 @@
 #include "dist/process_group.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/schedule.h"
 #include "train/signals.h"
 #include "train/training_data.h"
 
@@ -34,6 +35,12 @@ namespace fs = std::filesystem;
 TrainingRun::TrainingRun(Plan plan) : plan_(std::move(plan)), placement_(plan_.cfg, plan_.env) {
   // The placement came first: a device that does not exist leaves no run directory behind.
   setup_run_dir();
+  // A schedule that never decays is legal (a short check of the data, a bench), but rarely meant:
+  // --init-from with a fresh config's warmup, say. Said once the log is attached, so train.log has it.
+  if (main_rank())
+    if (const std::string why = LrSchedule(plan_.cfg.schedule, plan_.cfg.optimizer.lr, plan_.cfg.train.steps).never_decays();
+        !why.empty())
+      spdlog::warn("{}", why);
   check_ranks_start_alike();
   setup_data();
   StepOptions step_options;
@@ -61,6 +68,7 @@ void TrainingRun::setup_run_dir() {
   if (main_rank()) {  // rank 0 owns train.log and config.yaml
     checkpoint::check_checkpoints_writable(checkpointer_->dir());
     add_log_file(layout.train_log());
+    checkpoint::carry_out(plan_.start, run_dir);  // --overwrite, resume: what it deletes or moves is said in train.log too
     core::write_file_atomic(layout.config(), "# Resolved config of this run (from " + plan_.config_origin + ")\n" +
                                                  config::to_yaml(plan_.cfg));
   }

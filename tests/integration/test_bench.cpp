@@ -176,6 +176,8 @@ TEST_F(BenchTest, PreparedDataThroughTheTrainingSetup) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = last_json(r.output);
   EXPECT_EQ(j.at("data"), "prepared");
+  EXPECT_NE(r.output.find("bench: warm-up done in "), std::string::npos) << r.output;  // then 3 measured steps
+  EXPECT_NE(r.output.find("; measuring 3 step(s), about "), std::string::npos) << r.output;
   EXPECT_EQ(j.at("tokens").get<int64_t>(), 3 * kB * kT);  // full packing: no padding
   EXPECT_GT(j.at("tokens_per_s").get<double>(), 0);
   // The tokenizer and the prepared shards land in --run-dir, as `roformer train` would make them.

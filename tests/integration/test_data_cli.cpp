@@ -38,6 +38,10 @@ TEST(DataCli, TokenizerTrainPrepareBench) {
   EXPECT_NE(r.output.find("num_workers=2, B=4 T=64"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("whole-word masking, B=4 T=64"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("packing=document, B=4 T=64"), std::string::npos) << r.output;
+  // Not silent while it measures: a line before each measurement.
+  EXPECT_NE(r.output.find("bench data: 1 of 6: prepare with 1 thread(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bench data: 6 of 6: loader with 0 worker(s), document for 0.2s"), std::string::npos)
+      << r.output;
 }
 
 TEST(DataCli, UserErrorsExitOneWithAMessage) {
@@ -93,11 +97,21 @@ TEST(DataCli, FoldersPatternsTextFieldAndProgress) {
                             dir.str("tok"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tokenizer: reading: 100.0% 2/2 files"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("SentencePiece is training the model now"), std::string::npos) << r.output;  // not silent
   r = rt::run_roformer("prepare --tokenizer " + dir.str("tok/tokenizer.model") + " --input " + dir.str("corpus") +
                        " --text-field body --out " + dir.str("prep"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("prepare: 100.0% 2/2 files"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("prepare: 22 documents"), std::string::npos) << r.output;
+  // One document of more than a work item (256 KiB): the last item ends with the file, and the final
+  // line counts the file done (it said 0/1).
+  std::string big;
+  while (big.size() < 300 * 1024) big += "the jury said the city\n";
+  rt::write_file(dir.str("big/big.txt"), big);
+  r = rt::run_roformer("prepare --tokenizer " + dir.str("tok/tokenizer.model") + " --input " + dir.str("big/big.txt") +
+                       " --out " + dir.str("prep_big"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prepare: 100.0% 1/1 files"), std::string::npos) << r.output;
   // The old flag name still works; a quoted pattern is expanded by roformer, sorted.
   r = rt::run_roformer("prepare --tokenizer " + dir.str("tok/tokenizer.model") + " --input '" + dir.str("corpus") +
                        "/*/*.jsonl' --jsonl-field body --out " + dir.str("prep2") + " --no-progress");

@@ -122,6 +122,10 @@ TEST_F(InitFromTest, RunFromCheckpointStartsAtTheSourceModel) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("new run from the weights of checkpoint"), std::string::npos) << r.output;
   expect_starts_at_source(run, tmp_->str("source"));
+  // continue.yaml's 3 steps end one step after its warmup of 2: the rate never decays, and the run says so.
+  const std::string never = "the learning rate never decays: train.steps 3 ends one step after schedule.warmup_steps 2";
+  EXPECT_NE(r.output.find(never), std::string::npos) << r.output;
+  EXPECT_NE(read_file(run + "/train.log").find(never), std::string::npos);
 }
 
 // Hugging Face always has a token-type table, so a model without token types is exported with one

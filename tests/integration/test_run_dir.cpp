@@ -5,6 +5,7 @@
 // process at a time (a stale lock is taken over), a file-size limit is an error and not a kill.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <thread>
@@ -38,9 +39,18 @@ TEST_F(RunDirTest, ASecondRunIntoADirectoryWithCheckpointsIsRefusedUnlessOverwri
   EXPECT_EQ(read_file(ckpt("r", 12) + "/model.safetensors"), model) << "nothing was touched";
   EXPECT_EQ(read_metrics(tmp_.str("r")).size(), 4u);
 
+  // One line says what --overwrite deleted, counted, on the console and in the new run's train.log.
+  const std::string earlier_metrics = read_file(tmp_.str("r/metrics.jsonl"));
+  const std::string said = "--overwrite: deleted 4 checkpoint(s) (step_00000003, step_00000006, step_00000009, "
+                           "step_00000012), metrics.jsonl (" +
+                           std::to_string(std::count(earlier_metrics.begin(), earlier_metrics.end(), '\n')) +
+                           " record(s)) and 1 TensorBoard event file(s) of the earlier run in " + tmp_.str("r");
   auto over = train("r", "--set train.steps=6 --overwrite");
   ASSERT_EQ(over.exit_code, 0) << over.output;
-  EXPECT_NE(over.output.find("--overwrite: deleted 4 checkpoint(s)"), std::string::npos) << over.output;
+  EXPECT_NE(over.output.find(said), std::string::npos) << over.output;
+  const std::string log = read_file(tmp_.str("r/train.log"));
+  EXPECT_NE(log.find(said), std::string::npos) << log;
+  EXPECT_LT(log.find(said), log.rfind("run directory " + tmp_.str("r"))) << "said in the new run's part of the log";
   EXPECT_EQ(names(tmp_.str("r/checkpoints")), (std::vector<std::string>{"latest", "step_00000003", "step_00000006"}));
   EXPECT_EQ(read_metrics(tmp_.str("r")).size(), 2u) << "metrics of the new run only";
   EXPECT_EQ(train("r", "--resume auto --overwrite").exit_code, 1);

@@ -60,6 +60,13 @@ TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
   const std::string args = "--variants 'rotary absolute' --seeds '1 2'";
   auto r = run_command(compare_command(tmp, args));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Where it is: run k of n, and after the first an estimate of the time left.
+  EXPECT_NE(r.output.find("== run 1 of 4 ==\n"), std::string::npos) << r.output;
+  const size_t fourth = r.output.find("== run 4 of 4, ");
+  ASSERT_NE(fourth, std::string::npos) << r.output;
+  const std::string line = r.output.substr(fourth, r.output.find('\n', fourth) - fourth);
+  EXPECT_NE(line.find(" so far, about "), std::string::npos) << line;
+  EXPECT_EQ(line.substr(line.size() - 8), " left ==") << line;
 
   // Two variants x two seeds x three lengths; absolute is refused beyond its 32 learned rows.
   const auto evals = read_jsonl(tmp.str("out/evals.jsonl"));

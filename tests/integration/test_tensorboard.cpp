@@ -128,8 +128,7 @@ TEST_F(TensorBoardOptions, OverwriteDeletesTheEarlierEventFilesAndAFreshRunWarns
   write_file(dir + "/notes.txt", "mine");
   auto over = train("r", "--overwrite");
   ASSERT_EQ(over.exit_code, 0) << over.output;
-  EXPECT_NE(over.output.find("the metrics and TensorBoard event files of the earlier run"), std::string::npos)
-      << over.output;
+  EXPECT_NE(over.output.find("and 1 TensorBoard event file(s) of the earlier run"), std::string::npos) << over.output;
   const auto after = roformer::tensorboard::list_event_files(dir);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_NE(after[0], before[0]) << "the new run's file only";
@@ -142,6 +141,16 @@ TEST_F(TensorBoardOptions, OverwriteDeletesTheEarlierEventFilesAndAFreshRunWarns
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
   EXPECT_NE(fresh.output.find("already holds 1 event file(s) of an earlier run"), std::string::npos) << fresh.output;
   EXPECT_EQ(roformer::tensorboard::list_event_files(tmp_.str("s/tensorboard")).size(), 2u);
+
+  // --overwrite starts over even where there is no checkpoint: the metrics and event files go too.
+  write_file(tmp_.str("t/tensorboard/events.out.tfevents.1000000000.h.1"), "");
+  write_file(tmp_.str("t/metrics.jsonl"), "{}\n{}\n");
+  write_file(tmp_.str("t/.lock"), "");
+  auto over_fresh = train("t", "--overwrite");
+  ASSERT_EQ(over_fresh.exit_code, 0) << over_fresh.output;
+  EXPECT_NE(over_fresh.output.find("--overwrite: deleted metrics.jsonl (2 record(s)) and 1 TensorBoard event file(s)"),
+            std::string::npos) << over_fresh.output;
+  EXPECT_EQ(roformer::tensorboard::list_event_files(tmp_.str("t/tensorboard")).size(), 1u);
 }
 
 TEST_F(TensorBoardOptions, AFileInTheWayIsAnErrorNamingIt) {

@@ -2,6 +2,7 @@
 // the CPU (--device cpu): batch-size invariance is exact there; tests/gpu has the CUDA variants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -108,6 +109,43 @@ TEST_F(ToolsTest, EvalAtAnotherSequenceLength) {
   r = run_roformer("eval --device cpu --checkpoint " + run_ + " --seq-len 2");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--seq-len: must be a whole number of at least 3, got '2'"), std::string::npos) << r.output;
+}
+
+// The results are eval's output (stdout); logs stay on stderr. With --json stdout is the one record.
+TEST_F(ToolsTest, EvalPrintsItsResultsOnStdout) {
+  const std::string eval = roformer_bin() + " eval --device cpu --max-sequences 8 --checkpoint " + run_;
+  auto table = run_command(eval + " 2>/dev/null");
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("MLM accuracy    0."), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("sequences       8 x 32 tokens"), std::string::npos) << table.output;
+  auto record = run_command(eval + " --json 2>/dev/null");
+  ASSERT_EQ(record.exit_code, 0) << record.output;
+  EXPECT_EQ(std::count(record.output.begin(), record.output.end(), '\n'), 1) << record.output;
+  EXPECT_EQ(json::parse(record.output)["n_sequences"], 8);
+}
+
+// A run's data.valid_files are relative to where the run was started: eval elsewhere says so, and
+// that --data overrides them.
+TEST_F(ToolsTest, EvalElsewhereSaysWhereTheRunsValidFilesAreRead) {
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 4, 5));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 4, 6));
+  write_file(tmp.str("rel.yaml"), two_step_yaml("post", "train.txt"));
+  auto trained = run_command("cd " + tmp.str() + " && " + roformer_bin() +
+                             " train -c rel.yaml --run-dir run --set data.valid_files=[valid.txt]");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  fs::create_directories(tmp.str("elsewhere"));
+  auto r = run_command("cd " + tmp.str("elsewhere") + " && " + roformer_bin() + " eval --device cpu --checkpoint ../run");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("input file not found: valid.txt: it is the run's data.valid_files (its config.yaml), read "
+                          "relative to the directory the run was started in, not to this one (" + tmp.str("elsewhere") +
+                          "); pass --data FILE... to evaluate other files, or run eval from that directory"),
+            std::string::npos) << r.output;
+  auto from_there = run_command("cd " + tmp.str() + " && " + roformer_bin() + " eval --device cpu --json --checkpoint run");
+  EXPECT_EQ(from_there.exit_code, 0) << from_there.output;
+  auto with_data = run_command("cd " + tmp.str("elsewhere") + " && " + roformer_bin() +
+                               " eval --device cpu --json --checkpoint ../run --data ../valid.txt");
+  EXPECT_EQ(with_data.exit_code, 0) << with_data.output;
 }
 
 TEST_F(ToolsTest, TrainedModelBeatsUnigramBaseline) {
@@ -244,12 +282,24 @@ TEST_F(ToolsTest, HandEditedMetricsRecordIsOneLineNamingTheKey) {
 TEST_F(ToolsTest, FillMaskErrors) {
   auto none = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"the red cat sees a dog.\"");
   EXPECT_EQ(none.exit_code, 1);
-  EXPECT_NE(none.output.find("has no [MASK]"), std::string::npos) << none.output;
+  EXPECT_NE(none.output.find("text 1 (\"the red cat sees a dog.\"): it has no [MASK] to fill"), std::string::npos)
+      << none.output;
   std::string long_text;
   for (int i = 0; i < 40; ++i) long_text += "the red cat sees a dog. ";
   auto too_long = run_roformer("fill-mask --device cpu --checkpoint " + run_ + " \"" + long_text + "[MASK]\"");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.output.find("refused rather than truncated"), std::string::npos) << too_long.output;
+  // A text that cannot be filled is named and the others still run; exit 1 at the end.
+  auto mixed = run_command(roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
+                           " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>&1 >/dev/null");
+  EXPECT_EQ(mixed.exit_code, 1) << mixed.output;
+  EXPECT_NE(mixed.output.find("text 2 (\"no mask here\"): it has no [MASK] to fill"), std::string::npos) << mixed.output;
+  EXPECT_NE(mixed.output.find("1 of 3 text(s) could not be filled"), std::string::npos) << mixed.output;
+  auto filled = run_command(roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
+                            " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>/dev/null");
+  EXPECT_EQ(filled.exit_code, 1);
+  EXPECT_NE(filled.output.find("the [MASK] cat.\n  -> the "), std::string::npos) << filled.output;
+  EXPECT_NE(filled.output.find("a red [MASK].\n  -> a red "), std::string::npos) << filled.output;
   // stdin: one text per line, JSON records.
   auto piped = run_command("printf 'the [MASK] cat.\\na red [MASK].\\n' | " + roformer_bin() + " fill-mask --device cpu --json --top-k 2 --checkpoint " + run_);
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
@@ -281,6 +331,22 @@ TEST_F(ToolsTest, FillMaskTakesEachTextVerbatim) {
   EXPECT_EQ(records[0]["masks"].size(), 1u);
   EXPECT_EQ(records[1]["text"], "[MASK], [MASK]");
   EXPECT_EQ(records[1]["masks"].size(), 2u);
+}
+
+// The filled text: the top prediction in place of [MASK], its pieces detokenized ("▁red" is " red").
+TEST_F(ToolsTest, FillMaskShowsTheFilledText) {
+  auto r = run_command(roformer_bin() + " fill-mask --device cpu --json --top-k 1 --checkpoint " + run_ +
+                       " 'the [MASK] cat.' 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json rec = json::parse(r.output);
+  const std::string piece = rec["masks"][0]["predictions"][0]["token"];
+  const std::string word_start = "\xe2\x96\x81";  // ▁
+  const std::string in_place = piece.rfind(word_start, 0) == 0 ? " " + piece.substr(word_start.size()) : piece;
+  EXPECT_EQ(rec["filled"], "the" + in_place + " cat.") << r.output;
+  auto table = run_command(roformer_bin() + " fill-mask --device cpu --top-k 1 --checkpoint " + run_ +
+                           " 'the [MASK] cat.' 2>/dev/null");
+  EXPECT_NE(table.output.find("the [MASK] cat.\n  -> the" + in_place + " cat.\n  [MASK] #1   1. " + piece),
+            std::string::npos) << table.output;
 }
 
 TEST_F(ToolsTest, FillMaskRefusesInvalidUtf8) {

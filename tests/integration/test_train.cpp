@@ -83,6 +83,18 @@ TEST_F(TrainTest, RunWritesCheckpointsMetricsLogAndConfig) {
   auto r = train("a");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("eval step 12 | MLM accuracy"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("attention, rotary positions)"), std::string::npos) << r.output;  // the `model:` line
+  // The log says how a new run reuses this tokenizer and prepared data; one that does trains neither again.
+  const std::string reuse = "a new run can reuse this tokenizer and prepared data instead of training and preparing "
+                            "them again: --set tokenizer.model=" + tmp_.str("a/tokenizer/tokenizer.model") +
+                            " --set data.train_files=[" + tmp_.str("a/data/train") + "] --set data.valid_files=[" +
+                            tmp_.str("a/data/valid") + "]";
+  ASSERT_NE(r.output.find(reuse), std::string::npos) << r.output;
+  auto reused = train("reused", "--set train.steps=5 " + reuse.substr(reuse.find("--set")));
+  ASSERT_EQ(reused.exit_code, 0) << reused.output;
+  EXPECT_EQ(reused.output.find("training a unigram tokenizer"), std::string::npos) << reused.output;
+  EXPECT_EQ(reused.output.find("preparing train data"), std::string::npos) << reused.output;
+  EXPECT_EQ(reused.output.find("a new run can reuse"), std::string::npos) << reused.output;
   auto m = metrics("a");
   ASSERT_EQ(m.size(), 12u);
   for (const auto& [step, rec] : m) {
@@ -173,6 +185,12 @@ TEST_F(TrainTest, ResumeContinuesBitForBit) {
 TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
   const std::string relative = "--set model.position=disentangled --set model.position_buckets=16";
   const std::string emd = relative + " --set model.enhanced_mask_decoder=true";
+  // The `model:` log line names the scheme, with what sets it apart.
+  const std::map<std::string, std::string> described = {
+      {"absolute", "attention, absolute positions (64 learned rows))"},
+      {"none", "attention, no positions)"},
+      {"disentangled", "attention, disentangled positions (c2p+p2c, 16 buckets))"},
+      {"emd", "attention, disentangled positions (c2p+p2c, 16 buckets, enhanced mask decoder))"}};
   const std::vector<std::pair<std::string, std::string>> options = {
       {"absolute", "--set model.position=absolute"},
       {"none", "--set model.position=none"},
@@ -186,6 +204,7 @@ TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
     auto first = train(a, position + " --set train.steps=6 --set checkpoint.every=3 "
                        "--set eval.every=3 --set schedule.warmup_steps=2");
     ASSERT_EQ(first.exit_code, 0) << first.output;
+    if (described.count(name)) EXPECT_NE(first.output.find(described.at(name)), std::string::npos) << first.output;
     fs::copy(tmp_.str(a), tmp_.str(b), fs::copy_options::recursive);
     roformer::core::remove_tree(ckpt(b, 6));
     auto second = run_roformer("train --run-dir " + tmp_.str(b) + " --resume auto");

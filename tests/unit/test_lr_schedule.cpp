@@ -64,3 +64,21 @@ TEST(LrSchedule, WarmupCoveringEveryStep) {
   EXPECT_DOUBLE_EQ(s.lr(0), 0.2);
   EXPECT_DOUBLE_EQ(s.lr(4), 1.0);
 }
+
+// A run whose last step still runs at the peak is said, with the keys to change; a run that decays,
+// a constant schedule and min_lr at the peak are not.
+TEST(LrSchedule, SaysWhenTheRateNeverDecays) {
+  EXPECT_EQ(LrSchedule(make("linear", 10, 0.0), 3e-3, 10).never_decays(),
+            "the learning rate never decays: train.steps 10 ends with schedule.warmup_steps 10, so the last step "
+            "still runs at the peak 0.003; lower schedule.warmup_steps (or raise train.steps) for the linear decay "
+            "to schedule.min_lr");
+  EXPECT_NE(LrSchedule(make("cosine", 7, 0.0), 3e-3, 8).never_decays().find("ends one step after"), std::string::npos);
+  EXPECT_EQ(LrSchedule(make("linear", 7, 0.0), 3e-3, 9).never_decays(), "");  // the last step reaches min_lr
+  EXPECT_EQ(LrSchedule(make("constant", 10, 0.0), 3e-3, 10).never_decays(), "");
+  EXPECT_EQ(LrSchedule(make("linear", 10, 3e-3), 3e-3, 10).never_decays(), "");
+  ScheduleConfig wsd = make("wsd", 10, 0.0);
+  wsd.decay_fraction = 0.05;  // 1 of 20 steps: no step below the peak
+  EXPECT_NE(LrSchedule(wsd, 1.0, 20).never_decays().find("the wsd decay gets 1 of the 20 train.steps"),
+            std::string::npos);
+  EXPECT_EQ(LrSchedule(wsd, 1.0, 100).never_decays(), "");
+}
