@@ -2,6 +2,7 @@
 #include "tools/fill_mask.h"
 
 #include <algorithm>
+#include <cctype>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -54,6 +55,24 @@ std::string quoted(const std::string& text) {
   return "\"" + text.substr(0, end) + (end < text.size() ? "...\"" : "\"");
 }
 
+// The text with each [MASK] replaced by its prediction, detokenized by the tokenizer ("▁red" is "red"),
+// the rest of the text as written (decoding the whole sequence would show the segments' dummy "▁"
+// as a space before each one: "a red [MASK]." as "a red dog ."). A word-start piece right after a
+// non-space gets its space; a piece that continues a word is put in as it is.
+std::string filled_text(const data::Tokenizer& tok, const std::string& text, const std::vector<int32_t>& top) {
+  std::string out;
+  size_t start = 0;
+  for (const int32_t id : top) {
+    const size_t at = text.find(kMaskText, start);
+    out += text.substr(start, at - start);
+    const std::string word = tok.is_special(id) ? tok.id_to_piece(id) : tok.decode({id});
+    if (tok.is_word_start(id) && !out.empty() && !std::isspace(static_cast<unsigned char>(out.back()))) out += ' ';
+    out += word;
+    start = at + std::string(kMaskText).size();
+  }
+  return out + text.substr(start);
+}
+
 // The texts: the arguments, or one per line of stdin. Texts are checked as data files are: invalid
 // UTF-8 would otherwise be tokenized as garbage (and end --json output in an encoding error).
 std::vector<std::string> read_texts(const FillMaskRequest& req) {
@@ -82,14 +101,11 @@ void print_filled(checkpoint::LoadedCheckpoint& ck, const std::string& text, con
   auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).to(device);  // (1, T)
   auto probs = torch::softmax(ck.model->forward(input).squeeze(0).to(torch::kFloat32), -1).cpu();  // (T, V)
   nlohmann::json masks = nlohmann::json::array();
-  std::vector<int32_t> filled;  // the text's ids with each [MASK] replaced by its top prediction
+  std::vector<int32_t> top;  // each mask's top prediction, in order
   std::string table;
   int mask_no = 0;
   for (size_t t = 1; t + 1 < ids.size(); ++t) {  // between [CLS] and [SEP]
-    if (ids[t] != data::Tokenizer::kMask) {
-      filled.push_back(static_cast<int32_t>(ids[t]));
-      continue;
-    }
+    if (ids[t] != data::Tokenizer::kMask) continue;
     ++mask_no;
     auto [p, idx] = probs[static_cast<int64_t>(t)].topk(k);
     nlohmann::json preds = nlohmann::json::array();
@@ -97,14 +113,13 @@ void print_filled(checkpoint::LoadedCheckpoint& ck, const std::string& text, con
       const auto id = static_cast<int32_t>(idx[j].item<int64_t>());
       const std::string token = ck.tokenizer->id_to_piece(id);
       const double prob = p[j].item<double>();
-      if (j == 0) filled.push_back(id);
+      if (j == 0) top.push_back(id);
       preds.push_back({{"token", token}, {"id", id}, {"probability", prob}});
       table += fmt::format("  [MASK] #{}  {:>2}. {:<20} {:.4f}\n", mask_no, j + 1, token, prob);
     }
     masks.push_back({{"position", t}, {"predictions", preds}});
   }
-  // Detokenized by the tokenizer: pieces joined, "▁" back to spaces (SentencePiece's normalized text).
-  const std::string sentence = ck.tokenizer->decode(filled);
+  const std::string sentence = filled_text(*ck.tokenizer, text, top);
   if (json)
     std::cout << nlohmann::json({{"text", text}, {"filled", sentence}, {"masks", masks}}).dump() << "\n";
   else

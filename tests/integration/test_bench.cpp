@@ -171,8 +171,8 @@ TEST_F(BenchTest, ProfileWritesATraceTheSummaryReads) {
 }
 
 TEST_F(BenchTest, PreparedDataThroughTheTrainingSetup) {
-  auto r = run_roformer("bench " + cfg() + " --steps 3 --warmup 1 --json --set model.vocab_size=0 --run-dir " +
-                        tmp_.str("benchrun"));
+  auto r = run_roformer("bench " + cfg() + " --steps 3 --warmup 1 --json --set model.vocab_size=0 --set "
+                        "logging.level=info --run-dir " + tmp_.str("benchrun"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = last_json(r.output);
   EXPECT_EQ(j.at("data"), "prepared");

@@ -114,11 +114,11 @@ TEST_F(ToolsTest, EvalAtAnotherSequenceLength) {
 // The results are eval's output (stdout); logs stay on stderr. With --json stdout is the one record.
 TEST_F(ToolsTest, EvalPrintsItsResultsOnStdout) {
   const std::string eval = roformer_bin() + " eval --device cpu --max-sequences 8 --checkpoint " + run_;
-  auto table = run_command(eval + " 2>/dev/null");
+  auto table = run_command("(" + eval + " 2>/dev/null)");  // run_command adds 2>&1 outside
   ASSERT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("MLM accuracy    0."), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("sequences       8 x 32 tokens"), std::string::npos) << table.output;
-  auto record = run_command(eval + " --json 2>/dev/null");
+  auto record = run_command("(" + eval + " --json 2>/dev/null)");
   ASSERT_EQ(record.exit_code, 0) << record.output;
   EXPECT_EQ(std::count(record.output.begin(), record.output.end(), '\n'), 1) << record.output;
   EXPECT_EQ(json::parse(record.output)["n_sequences"], 8);
@@ -290,13 +290,13 @@ TEST_F(ToolsTest, FillMaskErrors) {
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.output.find("refused rather than truncated"), std::string::npos) << too_long.output;
   // A text that cannot be filled is named and the others still run; exit 1 at the end.
-  auto mixed = run_command(roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
-                           " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>&1 >/dev/null");
+  auto mixed = run_command("(" + roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
+                           " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>&1 >/dev/null)");
   EXPECT_EQ(mixed.exit_code, 1) << mixed.output;
   EXPECT_NE(mixed.output.find("text 2 (\"no mask here\"): it has no [MASK] to fill"), std::string::npos) << mixed.output;
   EXPECT_NE(mixed.output.find("1 of 3 text(s) could not be filled"), std::string::npos) << mixed.output;
-  auto filled = run_command(roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
-                            " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>/dev/null");
+  auto filled = run_command("(" + roformer_bin() + " fill-mask --device cpu --checkpoint " + run_ +
+                            " 'the [MASK] cat.' 'no mask here' 'a red [MASK].' 2>/dev/null)");
   EXPECT_EQ(filled.exit_code, 1);
   EXPECT_NE(filled.output.find("the [MASK] cat.\n  -> the "), std::string::npos) << filled.output;
   EXPECT_NE(filled.output.find("a red [MASK].\n  -> a red "), std::string::npos) << filled.output;
@@ -333,19 +333,19 @@ TEST_F(ToolsTest, FillMaskTakesEachTextVerbatim) {
   EXPECT_EQ(records[1]["masks"].size(), 2u);
 }
 
-// The filled text: the top prediction in place of [MASK], its pieces detokenized ("▁red" is " red").
+// The filled text: the top prediction in place of [MASK], detokenized ("▁red" is "red").
 TEST_F(ToolsTest, FillMaskShowsTheFilledText) {
-  auto r = run_command(roformer_bin() + " fill-mask --device cpu --json --top-k 1 --checkpoint " + run_ +
-                       " 'the [MASK] cat.' 2>/dev/null");
+  auto r = run_command("(" + roformer_bin() + " fill-mask --device cpu --json --top-k 1 --checkpoint " + run_ +
+                       " 'the [MASK] cat.' 2>/dev/null)");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json rec = json::parse(r.output);
   const std::string piece = rec["masks"][0]["predictions"][0]["token"];
   const std::string word_start = "\xe2\x96\x81";  // ▁
-  const std::string in_place = piece.rfind(word_start, 0) == 0 ? " " + piece.substr(word_start.size()) : piece;
-  EXPECT_EQ(rec["filled"], "the" + in_place + " cat.") << r.output;
-  auto table = run_command(roformer_bin() + " fill-mask --device cpu --top-k 1 --checkpoint " + run_ +
-                           " 'the [MASK] cat.' 2>/dev/null");
-  EXPECT_NE(table.output.find("the [MASK] cat.\n  -> the" + in_place + " cat.\n  [MASK] #1   1. " + piece),
+  const std::string word = piece.rfind(word_start, 0) == 0 ? piece.substr(word_start.size()) : piece;
+  EXPECT_EQ(rec["filled"], "the " + word + " cat.") << r.output;  // the rest of the text as written
+  auto table = run_command("(" + roformer_bin() + " fill-mask --device cpu --top-k 1 --checkpoint " + run_ +
+                           " 'the [MASK] cat.' 2>/dev/null)");
+  EXPECT_NE(table.output.find("the [MASK] cat.\n  -> the " + word + " cat.\n  [MASK] #1   1. " + piece),
             std::string::npos) << table.output;
 }
 
