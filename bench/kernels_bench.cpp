@@ -19,13 +19,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/file.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
@@ -191,12 +191,7 @@ int main(int argc, char** argv) try {
   }
   std::printf("step floor of these ops: %.2f ms per 16384-token step (docs/benchmarks.md: 23 ms of memory-bound kernels today)\n",
               step_floor);
-  if (!a.json.empty()) {
-    std::ofstream out(a.json);
-    out << records.dump(1) << "\n";
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + a.json + ": check that its folder exists and has space");
-  }
+  if (!a.json.empty()) roformer::core::write_file_checked(a.json, records.dump(1) + "\n");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "[error] %s\n", e.what());
