@@ -383,7 +383,11 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(model, rotary_value, "Also apply the rotary embedding to the values");
   ROFORMER_FIELD(model, norm, "post: LayerNorm after each residual (BERT, Hugging Face); pre: before, plus a final LayerNorm");
   ROFORMER_FIELD(model, attention, "softmax: scaled dot-product attention; linear: the paper's elu+1 linear attention");
-  ROFORMER_FIELD(model, hidden_act, "Feed-forward activation");
+  ROFORMER_FIELD(model, hidden_act, "Feed-forward activation (gelu_tanh: the tanh approximation, Hugging Face's gelu_pytorch_tanh)");
+  ROFORMER_FIELD(model, bias,
+                 "Additive biases in every linear layer and LayerNorm; false: none (ModernBERT; no bias adds and no "
+                 "bias gradients), the MLM decoder's output bias kept. Exports write zero biases, so Hugging Face "
+                 "loads them unchanged");
   ROFORMER_FIELD(model, gradient_checkpointing, "Recompute each layer in backward to save activation memory");
   // tokenizer
   ROFORMER_FIELD(tokenizer, model, "Existing SentencePiece .model to use; empty trains one into RUN_DIR/tokenizer");

@@ -61,6 +61,7 @@ struct ModelConfig {
   Norm norm = Norm::kPost;                // post | pre
   Attention attention = Attention::kSoftmax;  // softmax | linear
   Activation hidden_act = Activation::kGelu;  // gelu | gelu_tanh | relu
+  bool bias = true;                       // additive biases in the linear layers and LayerNorms (false: ModernBERT's none; the MLM decoder keeps its own)
   bool gradient_checkpointing = false;
 };
 

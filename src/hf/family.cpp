@@ -126,6 +126,9 @@ nlohmann::json config_json(const Family& family, const model::RoFormerOptions& o
       {"layer_norm_eps", m.layer_norm_eps},
       {"pad_token_id", options.pad_token_id()},
       {"tie_word_embeddings", true}};
+  // Ours, not the family's (Hugging Face keeps it as an attribute and ignores it): the model has no
+  // biases and the export's zero ones stand for them, which --init-from drops again.
+  if (!m.bias) config[kNoBiasKey] = false;
   family.write_config(options, config);
   return config;
 }
@@ -152,6 +155,7 @@ ExportedModel read_config_json(const nlohmann::json& config, const std::string& 
   m.type_vocab_size = j.integer("type_vocab_size");
   m.layer_norm_eps = j.number("layer_norm_eps");
   m.hidden_act = activation_from_hf(j);
+  m.bias = j.boolean(kNoBiasKey, true);
   // Hugging Face's families are post-LayerNorm softmax attention; RoFormer's rotary base is 10000, always.
   m.norm = config::Norm::kPost;
   m.attention = config::Attention::kSoftmax;

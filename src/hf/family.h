@@ -28,6 +28,9 @@ struct RoFormerOptions;
 
 namespace roformer::hf {
 
+// config.json's key (ours) for a model trained without biases (model.bias false): "roformer_bias": false.
+inline constexpr const char* kNoBiasKey = "roformer_bias";
+
 class Family {
  public:
   virtual ~Family() = default;

@@ -97,9 +97,9 @@ class DisentangledAttention final : public AttentionPositions {
     const int64_t H = m_.hidden_size;
     if (!m_.share_att_key) {  // HF DisentangledSelfAttention registers them in this order, after q, k, v
       if (m_.pos_att_type != config::RelativeTerms::kP2C)
-        pos_key_proj_ = attention.register_module("pos_key_proj", torch::nn::Linear(H, H));
+        pos_key_proj_ = attention.register_module("pos_key_proj", make_linear(m_, H, H));
       if (m_.pos_att_type != config::RelativeTerms::kC2P)
-        pos_query_proj_ = attention.register_module("pos_query_proj", torch::nn::Linear(H, H));
+        pos_query_proj_ = attention.register_module("pos_query_proj", make_linear(m_, H, H));
     }
   }
 
@@ -154,7 +154,7 @@ class DisentangledPositions final : public PositionScheme {
     rel_embeddings_ = encoder.register_module("rel_embeddings",
                                               torch::nn::Embedding(2 * relative_span(m), m.hidden_size));  // (2S, H)
     rel_layer_norm_ = encoder.register_module(  // HF norm_rel_ebd "layer_norm"
-        "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({m.hidden_size}).eps(m.layer_norm_eps)));
+        "LayerNorm", make_layer_norm(m, m.hidden_size));
   }
 
   torch::Tensor add_input_positions(const torch::Tensor& x, EmbeddingStage stage, int64_t offset) const override {
@@ -207,9 +207,10 @@ class DisentangledPositions final : public PositionScheme {
     const char* span_key = m.position_buckets > 0         ? "model.position_buckets"
                            : m.max_relative_positions > 0 ? "model.max_relative_positions"
                                                           : "model.max_position_embeddings";
-    std::vector<TableSize> out = {{span_key, 2 * S * H + 2 * H, 0.0}};  // the table and its LayerNorm
+    const double b = m.bias ? 1.0 : 0.0;  // model.bias false: no biases in LayerNorms and projections
+    std::vector<TableSize> out = {{span_key, 2 * S * H + (1 + b) * H, 0.0}};  // the table and its LayerNorm
     if (!m.share_att_key)
-      out.push_back({"model.hidden_size", static_cast<double>(m.num_layers) * terms() * (H * H + H), 0.0});
+      out.push_back({"model.hidden_size", static_cast<double>(m.num_layers) * terms() * (H * H + b * H), 0.0});
     if (absolute_) out.push_back(absolute_->table());
     return out;
   }

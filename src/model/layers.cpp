@@ -21,8 +21,26 @@ namespace {
 std::shared_ptr<torch::nn::Module> group(torch::nn::Module& parent, const std::string& name) {
   return parent.register_module(name, std::make_shared<torch::nn::Module>());
 }
-torch::nn::LayerNorm layer_norm(int64_t size, double eps) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({size}).eps(eps));
+// LibTorch's LayerNorm has weight and bias or neither; this one has its weight only. (The module is
+// never cloned, which would rebuild it as a LayerNorm with a bias.)
+class BiasFreeLayerNormImpl : public torch::nn::LayerNormImpl {
+ public:
+  explicit BiasFreeLayerNormImpl(const torch::nn::LayerNormOptions& options) : LayerNormImpl(options) { drop_bias(); }
+  void reset() override {
+    LayerNormImpl::reset();
+    drop_bias();
+  }
+
+ private:
+  void drop_bias() {
+    parameters_.erase("bias");
+    bias = torch::Tensor();
+  }
+};
+
+// A fused LayerNorm's beta: the bias, or zeros (no gradient) for a LayerNorm without one.
+torch::Tensor beta(const torch::nn::LayerNorm& norm) {
+  return norm->bias.defined() ? norm->bias : torch::zeros_like(norm->weight).requires_grad_(false);
 }
 
 // The dtype the unfused ops give a LayerNorm's input and output: under autocast LayerNorm computes
@@ -38,10 +56,20 @@ torch::ScalarType layer_norm_dtype(const torch::Tensor& x, const torch::Tensor& 
 kernels::ResidualLayerNormOutput residual_dropout_norm(const torch::Tensor& x, const torch::Tensor& residual,
                                                        const torch::nn::LayerNorm& norm, double p) {
   const auto dtype = layer_norm_dtype(x, residual);
-  return kernels::residual_dropout_layer_norm(x.to(dtype), residual.to(dtype), norm->weight, norm->bias, p,
+  return kernels::residual_dropout_layer_norm(x.to(dtype), residual.to(dtype), norm->weight, beta(norm), p,
                                               norm->options.eps(), kernels::backend_for(x.device()));
 }
 }  // namespace
+
+torch::nn::Linear make_linear(const config::ModelConfig& m, int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(m.bias));
+}
+
+torch::nn::LayerNorm make_layer_norm(const config::ModelConfig& m, int64_t size) {
+  const auto options = torch::nn::LayerNormOptions({size}).eps(m.layer_norm_eps);
+  if (m.bias) return torch::nn::LayerNorm(options);
+  return torch::nn::LayerNorm(std::shared_ptr<torch::nn::LayerNormImpl>(std::make_shared<BiasFreeLayerNormImpl>(options)));
+}
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   return kernel_policy().bias_in_gemm && x.is_cuda() ? torch::linear(x, weight, bias) : F::linear(x, weight, bias);
@@ -72,7 +100,7 @@ RoFormerEmbeddingsImpl::RoFormerEmbeddingsImpl(const RoFormerOptions& options, s
   positions_->register_embeddings(*this);
   if (m.type_vocab_size > 0)
     token_type_embeddings = register_module("token_type_embeddings", torch::nn::Embedding(m.type_vocab_size, E));
-  layer_norm = register_module("LayerNorm", roformer::model::layer_norm(E, m.layer_norm_eps));
+  layer_norm = register_module("LayerNorm", make_layer_norm(m, E));
 }
 
 torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
@@ -89,7 +117,7 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
     in.position = positions_->input_position_table();
     in.position_offset = position_offset;
     in.padding_idx = options_.pad_token_id();
-    return kernels::embedding_layer_norm(in, layer_norm->weight, layer_norm->bias, p, layer_norm->options.eps(),
+    return kernels::embedding_layer_norm(in, layer_norm->weight, beta(layer_norm), p, layer_norm->options.eps(),
                                          kernels::backend_for(input_ids.device()));
   }
   auto x = word_embeddings->forward(input_ids);  // (B, T, E)
@@ -109,10 +137,11 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
 // ---- Self-attention -----------------------------------------------------------------------------
 RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options, PositionScheme& positions)
     : options_(options), attention_(options.model().attention) {
-  const int64_t H = options.model().hidden_size;
-  query = register_module("query", torch::nn::Linear(H, H));
-  key = register_module("key", torch::nn::Linear(H, H));
-  value = register_module("value", torch::nn::Linear(H, H));
+  const auto& m = options.model();
+  const int64_t H = m.hidden_size;
+  query = register_module("query", make_linear(m, H, H));
+  key = register_module("key", make_linear(m, H, H));
+  value = register_module("value", make_linear(m, H, H));
   positions_ = positions.register_attention(*this, query, key);  // after q, k, v (HF's order)
 }
 
@@ -142,7 +171,7 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const L
     // unbind rather than narrow/select: their backward is one cat/stack, not a zero-filled buffer
     // per slice plus the additions.
     auto qkv = torch::linear(x, torch::cat({query->weight, key->weight, value->weight}),
-                             torch::cat({query->bias, key->bias, value->bias}))
+                             query->bias.defined() ? torch::cat({query->bias, key->bias, value->bias}) : torch::Tensor())
                    .view({B, T, 3, N, D});
     if (softmax) {  // q and k as the position scheme transforms them (rotary's fused form: in one call)
       const auto parts = positions_->transform_packed(qkv, inputs.positions);
@@ -218,18 +247,18 @@ std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t 
 
 // ---- Encoder layer --------------------------------------------------------------------------------
 RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options, PositionScheme& positions) : options_(options) {
-  const int64_t H = options.model().hidden_size, I = options.model().intermediate_size;
-  const double eps = options.model().layer_norm_eps;
+  const auto& m = options.model();
+  const int64_t H = m.hidden_size, I = m.intermediate_size;
   auto attention = group(*this, "attention");
   self_attention = attention->register_module("self", RoFormerSelfAttention(options, positions));
   auto attention_output = group(*attention, "output");
-  attention_dense = attention_output->register_module("dense", torch::nn::Linear(H, H));
-  attention_layer_norm = attention_output->register_module("LayerNorm", layer_norm(H, eps));
+  attention_dense = attention_output->register_module("dense", make_linear(m, H, H));
+  attention_layer_norm = attention_output->register_module("LayerNorm", make_layer_norm(m, H));
   auto intermediate = group(*this, "intermediate");
-  intermediate_dense = intermediate->register_module("dense", torch::nn::Linear(H, I));
+  intermediate_dense = intermediate->register_module("dense", make_linear(m, H, I));
   auto output = group(*this, "output");
-  output_dense = output->register_module("dense", torch::nn::Linear(I, H));
-  output_layer_norm = output->register_module("LayerNorm", layer_norm(H, eps));
+  output_dense = output->register_module("dense", make_linear(m, I, H));
+  output_layer_norm = output->register_module("LayerNorm", make_layer_norm(m, H));
 }
 
 torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInputs& inputs, const torch::Tensor& queries) {
@@ -271,7 +300,7 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options, std::sh
   for (int64_t i = 0; i < m.num_layers; ++i) layers->push_back(RoFormerLayer(options, *positions_));
   positions_->register_encoder_back(*this);  // the relative table, after the layers as in HF DebertaV2Encoder
   if (m.norm == config::Norm::kPre)
-    final_layer_norm = register_module("final_layer_norm", layer_norm(m.hidden_size, m.layer_norm_eps));
+    final_layer_norm = register_module("final_layer_norm", make_layer_norm(m, m.hidden_size));
 }
 
 LayerInputs RoFormerEncoderImpl::layer_inputs(const torch::Tensor& x, const torch::Tensor& mask) {
@@ -312,8 +341,8 @@ RoFormerLMHeadImpl::RoFormerLMHeadImpl(const RoFormerOptions& options) : options
   // HF's state_dict lists cls.predictions.bias first.
   bias = register_parameter("bias", torch::zeros({m.vocab_size}));
   auto transform = group(*this, "transform");
-  dense = transform->register_module("dense", torch::nn::Linear(m.hidden_size, E));
-  layer_norm = transform->register_module("LayerNorm", roformer::model::layer_norm(E, m.layer_norm_eps));
+  dense = transform->register_module("dense", make_linear(m, m.hidden_size, E));
+  layer_norm = transform->register_module("LayerNorm", make_layer_norm(m, E));
 }
 
 torch::Tensor RoFormerLMHeadImpl::forward(const torch::Tensor& h, const torch::Tensor& decoder_weight) {

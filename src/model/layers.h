@@ -42,6 +42,11 @@ struct LayerInputs {
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x);
 
+// The model's linear layers and LayerNorms: with their additive bias, or without it when
+// model.bias is false (the bias is then no parameter at all: no add, no gradient, not saved).
+torch::nn::Linear make_linear(const config::ModelConfig& m, int64_t in, int64_t out);
+torch::nn::LayerNorm make_layer_norm(const config::ModelConfig& m, int64_t size);
+
 // gelu (erf), gelu_tanh, relu.
 
 torch::Tensor activation(const torch::Tensor& x, config::Activation act);

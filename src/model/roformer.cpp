@@ -49,7 +49,7 @@ RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options)
   embeddings = roformer->register_module("embeddings", RoFormerEmbeddings(options_, positions_));
   if (options_.embedding_size() != options_.model().hidden_size)
     embeddings_project = roformer->register_module(
-        "embeddings_project", torch::nn::Linear(options_.embedding_size(), options_.model().hidden_size));
+        "embeddings_project", make_linear(options_.model(), options_.embedding_size(), options_.model().hidden_size));
   encoder = roformer->register_module("encoder", RoFormerEncoder(options_, positions_));
   auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
   head = cls->register_module("predictions", RoFormerLMHead(options_));
@@ -167,6 +167,31 @@ std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::hf_n
   }
   out.emplace_back(kDecoderWeight, embeddings->word_embeddings->weight);
   out.emplace_back(kDecoderBias, head->bias);
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> RoFormerForMaskedLMImpl::with_zero_biases(
+    std::vector<std::pair<std::string, torch::Tensor>> tensors) const {
+  if (options_.model().bias) return tensors;
+  std::map<std::string, torch::Tensor> absent;  // weight's key -> the zero bias that follows it
+  for (const auto& m : named_modules()) {
+    torch::Tensor weight, bias;
+    if (const auto* linear = m.value()->as<torch::nn::Linear>()) {
+      weight = linear->weight;
+      bias = linear->bias;
+    } else if (const auto* norm = m.value()->as<torch::nn::LayerNorm>()) {
+      weight = norm->weight;
+      bias = norm->bias;
+    }
+    if (weight.defined() && !bias.defined())
+      absent.emplace(m.key() + ".weight", torch::zeros({weight.size(0)}, weight.options().requires_grad(false)));
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& [name, t] : tensors) {
+    out.emplace_back(name, t);
+    if (auto it = absent.find(name); it != absent.end())
+      out.emplace_back(name.substr(0, name.size() - std::string("weight").size()) + "bias", it->second);
+  }
   return out;
 }
 

@@ -69,6 +69,11 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // bert.embeddings.position_embeddings). Pre-LN adds roformer.encoder.final_layer_norm.* (no HF
   // equivalent). The tensors are the live ones (not copies).
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
+  // The biases this model leaves out (model.bias false), as zeros under their HF names, each placed
+  // after its weight's key in `tensors` (a list of hf_named_parameters): Hugging Face's families
+  // always have them, and zero biases compute what this model does. Unchanged when model.bias is true.
+  std::vector<std::pair<std::string, torch::Tensor>> with_zero_biases(
+      std::vector<std::pair<std::string, torch::Tensor>> tensors) const;
   // Loads tensors by HF names (copy_ under NoGradGuard, converting dtype). The alias keys
   // (decoder.weight, decoder.bias) and the buffers (embed_positions.weight) are optional, as HF may
   // drop them.

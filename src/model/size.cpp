@@ -32,14 +32,15 @@ ModelSize model_size(const RoFormerOptions& options, const std::string& vocab_ke
   const double V = static_cast<double>(m.vocab_size), H = static_cast<double>(m.hidden_size);
   const double E = static_cast<double>(options.embedding_size()), I = static_cast<double>(m.intermediate_size);
   const double L = static_cast<double>(m.num_layers);
-  const double attention = 4 * (H * H + H), layer_norms = 2 * 2 * H;
-  const double embeddings = 2 * E + (E < H ? E * H + H : 0), head = H * E + 3 * E;
-  const double final_norm = m.norm == config::Norm::kPre ? 2 * H : 0;
+  const double b = m.bias ? 1 : 0;  // model.bias false: no biases in linear layers and LayerNorms
+  const double attention = 4 * (H * H + b * H), layer_norms = 2 * (1 + b) * H;
+  const double embeddings = (1 + b) * E + (E < H ? E * H + b * H : 0), head = H * E + (1 + 2 * b) * E;
+  const double final_norm = m.norm == config::Norm::kPre ? (1 + b) * H : 0;
   ModelSize size;
   size.parts = {{vocab_key, V * E + V, 0.0},
                 {"model.type_vocab_size", static_cast<double>(m.type_vocab_size) * E, 0.0},
-                {"model.hidden_size", L * (attention + layer_norms + H) + embeddings + head + final_norm, 0.0},
-                {"model.intermediate_size", L * (2 * H * I + I), 0.0}};
+                {"model.hidden_size", L * (attention + layer_norms + b * H) + embeddings + head + final_norm, 0.0},
+                {"model.intermediate_size", L * (2 * H * I + b * I), 0.0}};
   for (auto& table : make_position_scheme(options)->tables()) size.parts.push_back(std::move(table));
   return size;
 }

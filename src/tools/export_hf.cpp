@@ -138,7 +138,8 @@ std::string model_card(const checkpoint::LoadedCheckpoint& ck, const hf::Family&
 // once; from_pretrained re-ties the aliases.
 std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::RoFormerForMaskedLMImpl& model,
                                                               const hf::Family& family) {
-  auto tensors = model.hf_named_parameters();
+  // A model without biases (model.bias false) is written with zero ones: the families always have them.
+  auto tensors = model.with_zero_biases(model.hf_named_parameters());
   if (model.options().model().type_vocab_size == 0 && family.token_types_always()) {
     // No token types: the family always has the table, so write one all-zero row (adds nothing).
     tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight",

@@ -169,6 +169,27 @@ void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl&
     if (it != tensors.end() && it->second.size(0) == 1 && it->second.count_nonzero().item<int64_t>() == 0)
       tensors.erase(it);  // the all-zero row an export adds for a model without token types
   }
+  if (!model.options().model().bias) {
+    // The zero biases an export writes for a model without biases (model.bias false): Hugging Face's
+    // families always have them. Not zero, they were trained after the export (fine-tuned there).
+    std::set<std::string> ours;
+    for (const auto& [name, t] : model.hf_named_parameters()) ours.insert(name);
+    for (auto it = tensors.begin(); it != tensors.end();) {
+      const std::string& name = it->first;
+      const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+      if (!bias || ours.count(name)) {
+        ++it;
+        continue;
+      }
+      if (it->second.count_nonzero().item<int64_t>() != 0)
+        throw Error(fmt::format("--init-from {}: {} is not zero, but the model has no biases (\"{}\": false in its "
+                                "config.json, model.bias: false): the weights were changed after the export. To start "
+                                "from them with biases, remove \"{}\" from that config.json and set model.bias: true",
+                                source.dir, source.family ? source.family->to_hf_name(name) : name, hf::kNoBiasKey,
+                                hf::kNoBiasKey));
+      it = tensors.erase(it);
+    }
+  }
   const auto problems = model.hf_state_dict_problems(tensors);
   if (!problems.empty())
     throw Error(fmt::format("--init-from {}: {} (expected: the model the config builds; got: {}){}; the weights "

@@ -688,6 +688,59 @@ TEST(ToolsExport, DisentangledExportsToDebertaV2ForMaskedLM) {
             std::string::npos) << other.output;
 }
 
+// model.bias false (no biases in linear layers and LayerNorms) exports to each family with zero
+// biases: config.json says "roformer_bias": false, Hugging Face loads it with no missing keys and
+// gives its logits, and `train --init-from` takes it back as a model without biases (dropping the
+// zero ones). A bias the export no longer has at zero (trained after the export) is refused by name,
+// and a config with biases is refused: the architecture comes with the weights.
+TEST(ToolsExport, ModelsWithoutBiasesExportWithZeroBiasesAndComeBack) {
+  struct Case {
+    std::string sets, architecture, bias_key;
+  };
+  for (const Case& c : {Case{"", "RoFormerForMaskedLM", "roformer.encoder.layer.0.attention.self.query.bias"},
+                        Case{" --set model.position=absolute", "BertForMaskedLM",
+                             "bert.encoder.layer.1.output.LayerNorm.bias"},
+                        Case{" --set model.position=disentangled --set model.position_buckets=16",
+                             "DebertaV2ForMaskedLM", "deberta.encoder.LayerNorm.bias"}}) {
+    SCOPED_TRACE(c.architecture);
+    TempDir tmp;
+    const std::string sets = c.sets + " --set model.bias=false";
+    json config;
+    ASSERT_NO_FATAL_FAILURE(train_and_export(tmp, sets, c.architecture, &config));
+    EXPECT_EQ(config["roformer_bias"], false);
+    auto weights = roformer::core::load_safetensors(tmp.str("hf/model.safetensors"));
+    ASSERT_EQ(weights.count(c.bias_key), 1u);
+    EXPECT_EQ(weights.at(c.bias_key).count_nonzero().item<int64_t>(), 0);
+    EXPECT_NE(weights.at("cls.predictions.bias").count_nonzero().item<int64_t>(), 0);  // the decoder's, trained
+    if (python().empty()) {
+      std::cout << "[ SKIPPED  ] the transformers check: no Python configured (ROFORMER_PYTHON)\n";
+    } else {
+      auto check = check_export_logits(tmp.str("run"), tmp.str("hf"), tmp.str("ref.safetensors"), 1e-5);
+      EXPECT_EQ(check.exit_code, 0) << check.output;
+      EXPECT_NE(check.output.find(c.architecture + " loaded with no missing/unexpected keys"), std::string::npos)
+          << check.output;
+      std::cout << check.output;
+    }
+    expect_init_from_starts_at_source(tmp, sets);
+    auto biased = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("biased") + c.sets +
+                               " --init-from " + tmp.str("hf"));
+    EXPECT_EQ(biased.exit_code, 1);
+    EXPECT_NE(biased.output.find("model.bias is true in the config but the weights were trained with false"),
+              std::string::npos) << biased.output;
+    // A bias trained after the export (fine-tuned in Hugging Face) is no longer the zero that stands
+    // for no bias: refused, naming the tensor and the way to load it with biases.
+    weights.at(c.bias_key).fill_(0.5);
+    std::vector<std::pair<std::string, torch::Tensor>> changed(weights.begin(), weights.end());
+    roformer::core::save_safetensors(tmp.str("hf/model.safetensors"), changed, {{"format", "pt"}});
+    auto tuned = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("tuned") + sets +
+                              " --init-from " + tmp.str("hf"));
+    EXPECT_EQ(tuned.exit_code, 1);
+    EXPECT_NE(tuned.output.find(c.bias_key + " is not zero, but the model has no biases"), std::string::npos)
+        << tuned.output;
+    EXPECT_FALSE(fs::exists(tmp.str("tuned/checkpoints"))) << tuned.output;
+  }
+}
+
 // Disentangled attention evaluates beyond the trained length (the buckets cover any distance); the
 // enhanced mask decoder brings an absolute table back, so beyond its rows it is refused, and it has
 // no Hugging Face form, so its export is refused by name, as is a factorized embedding's (DebertaV2

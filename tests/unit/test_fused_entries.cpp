@@ -85,7 +85,7 @@ Outputs forward_backward(const RoFormerOptions& o, bool training, Precision prec
 
 // The model configurations each entry is checked in: both norms; rotary, absolute (its table in the
 // embeddings), DeBERTa's with input positions and with the enhanced mask decoder (queries that are
-// not the layer's input); rotary with value rotation.
+// not the layer's input); rotary with value rotation; a model without biases (pre-LN, factorized).
 const std::vector<std::vector<std::string>>& models() {
   static const std::vector<std::vector<std::string>> all = {
       {"model.norm=post"},
@@ -95,7 +95,8 @@ const std::vector<std::vector<std::string>>& models() {
       {"model.position=disentangled", "model.position_buckets=8", "model.position_biased_input=true"},
       {"model.position=disentangled", "model.position_buckets=8", "model.enhanced_mask_decoder=true",
        "model.norm=pre"},
-      {"model.rotary_value=true"}};
+      {"model.rotary_value=true"},
+      {"model.bias=false", "model.norm=pre", "model.embedding_size=16"}};
   return all;
 }
 

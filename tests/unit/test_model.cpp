@@ -305,6 +305,40 @@ TEST(Model, LoadHfStateDictRoundTripAndErrors) {
       << msg;
 }
 
+// model.bias false: no linear layer or LayerNorm has a bias (only the MLM decoder's output bias
+// stays), and the model computes what the same weights with zero biases compute; with_zero_biases
+// gives exactly the keys and shapes of the model with biases (what an export writes).
+TEST(Model, WithoutBiasesNoBiasParametersAndZeroBiasesEquivalent) {
+  for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
+           {},
+           {"model.norm=pre", "model.embedding_size=16"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.share_att_key=false"}}) {
+    SCOPED_TRACE(overrides.empty() ? "rotary" : overrides.front());
+    auto without = overrides, with = overrides;
+    without.push_back("model.bias=false");
+    RoFormerForMaskedLM bare(tiny(without)), biased(tiny(with));
+    std::vector<std::string> biases;
+    for (const auto& p : bare->named_parameters())
+      if (p.key().size() > 4 && p.key().compare(p.key().size() - 4, 4, "bias") == 0) biases.push_back(p.key());
+    EXPECT_EQ(biases, std::vector<std::string>{"cls.predictions.bias"});
+    EXPECT_LT(bare->num_parameters(), biased->num_parameters());
+
+    const auto full = bare->with_zero_biases(bare->hf_named_parameters());
+    std::map<std::string, torch::Tensor> state;
+    for (const auto& [name, t] : full) state[name] = t.detach().clone();
+    std::map<std::string, std::vector<int64_t>> expected, got;
+    for (const auto& [name, t] : biased->hf_named_parameters()) expected[name] = t.sizes().vec();
+    for (const auto& [name, t] : state) got[name] = t.sizes().vec();
+    EXPECT_EQ(got, expected);
+    ASSERT_NO_THROW(biased->load_hf_state_dict(state));
+    auto batch = make_batch(50);
+    EXPECT_TRUE(torch::allclose(bare->forward(batch.ids, batch.mask), biased->forward(batch.ids, batch.mask), 1e-5, 1e-6));
+    // It trains: every parameter gets a gradient.
+    bare->forward(batch.ids, batch.mask).sum().backward();
+    for (const auto& p : bare->named_parameters()) EXPECT_TRUE(p.value().grad().defined()) << p.key();
+  }
+}
+
 TEST(Model, DecayGroupsPartitionParameters) {
   RoFormerForMaskedLM model(tiny({"model.norm=pre", "model.embedding_size=16"}));
   for (const bool with_embeddings : {false, true}) {
@@ -346,7 +380,10 @@ TEST(ModelSize, CountsWhatTheBuiltModelHas) {
            {"model.position=disentangled", "model.position_buckets=0", "model.share_att_key=false"},
            {"model.position=disentangled", "model.position_buckets=8", "model.share_att_key=false",
             "model.pos_att_type=c2p", "model.position_biased_input=true"},
-           {"model.position=disentangled", "model.position_buckets=8", "model.enhanced_mask_decoder=true"}}) {
+           {"model.position=disentangled", "model.position_buckets=8", "model.enhanced_mask_decoder=true"},
+           {"model.bias=false"},
+           {"model.norm=pre", "model.embedding_size=16", "model.bias=false"},
+           {"model.position=disentangled", "model.position_buckets=8", "model.share_att_key=false", "model.bias=false"}}) {
     SCOPED_TRACE(overrides.empty() ? "rotary" : overrides.back());
     const auto options = tiny(overrides);
     RoFormerForMaskedLM model(options);
