@@ -23,7 +23,7 @@ constexpr const char* kDamaged =
 std::string trainer_state_json(const TrainerState& s) {
   json state = {{"step", s.step},
                 {"tokens_seen", s.tokens_seen},
-                {"loader", {{"epoch", s.loader_epoch}, {"position", s.loader_position}}},
+                {"loader", {{"phase", s.loader_phase}, {"epoch", s.loader_epoch}, {"position", s.loader_position}}},
                 {"world_size", s.world_size},
                 {"loss_scale", s.loss_scale},
                 {"good_steps", s.good_steps},
@@ -43,6 +43,7 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& ori
   s.step = j.count("step");
   s.tokens_seen = j.count("tokens_seen");
   const core::JsonReader loader = j.object("loader");
+  s.loader_phase = loader.count("phase", 0);  // absent before train.phases: the first
   s.loader_epoch = loader.count("epoch");
   s.loader_position = loader.count("position");
   s.world_size = j.count("world_size", 1);

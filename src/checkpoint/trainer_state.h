@@ -15,6 +15,7 @@ namespace roformer::checkpoint {
 struct TrainerState {
   int64_t step = 0;
   int64_t tokens_seen = 0;
+  int64_t loader_phase = 0;     // the length phase (train.phases) the loader position belongs to; 0: the first
   int64_t loader_epoch = 0;
   int64_t loader_position = 0;
   int64_t world_size = 1;

@@ -147,6 +147,41 @@ std::vector<std::string> parse_string_list(const YAML::Node& node, const std::st
   return out;
 }
 
+// The keys of a train.phases entry, in the order they are printed.
+const std::vector<std::string> kPhaseKeys = {"from_step", "max_seq_len", "batch_size"};
+
+// train.phases: a list of mappings {from_step, max_seq_len, batch_size}; an unknown or repeated key
+// is an error naming the entry.
+std::vector<PhaseConfig> parse_phases(const YAML::Node& node, const std::string& path) {
+  const char* expected = "a list of phases like [{from_step: 9000, max_seq_len: 512, batch_size: 64}]";
+  if (!node.IsSequence()) type_error(path, node, expected);
+  std::vector<PhaseConfig> out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    const std::string where = fmt::format("{}[{}]", path, i);
+    if (!item.IsMap()) type_error(where, item, "a mapping {from_step: N, max_seq_len: T, batch_size: B}");
+    PhaseConfig phase;
+    std::map<std::string, bool> seen;
+    for (const auto& kv : item) {
+      const std::string key = scalar_text(kv.first);
+      if (std::find(kPhaseKeys.begin(), kPhaseKeys.end(), key) == kPhaseKeys.end())
+        throw Error(fmt::format("config key {} has no key '{}'; did you mean '{}'? A phase takes {}", where, key,
+                                core::nearest(key, kPhaseKeys), fmt::join(kPhaseKeys, ", ")));
+      if (!seen.emplace(key, true).second)
+        throw Error(fmt::format("config key {}: '{}' appears twice; give it once", where, key));
+      const YAML::Node& value = kv.second;
+      if (!value.IsScalar()) type_error(where + "." + key, value, "an integer");
+      const int64_t v = parse_integer(value, where + "." + key);
+      (key == "from_step" ? phase.from_step : key == "max_seq_len" ? phase.max_seq_len : phase.batch_size) = v;
+    }
+    if (!seen.count("from_step"))
+      throw Error(fmt::format("config key {} has no from_step: say from which step on the phase trains (e.g. "
+                              "{{from_step: 9000, max_seq_len: 512}})", where));
+    out.push_back(phase);
+  }
+  return out;
+}
+
 template <class T>
 T parse_value(const YAML::Node& node, const std::string& path) {
   if (!node.IsDefined() || node.IsNull())
@@ -154,6 +189,8 @@ T parse_value(const YAML::Node& node, const std::string& path) {
                             path));
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     return parse_string_list(node, path);
+  } else if constexpr (std::is_same_v<T, std::vector<PhaseConfig>>) {
+    return parse_phases(node, path);
   } else {
     if (!node.IsScalar()) {
       type_error(path, node,
@@ -180,7 +217,16 @@ T parse_value(const YAML::Node& node, const std::string& path) {
 
 template <class T>
 std::string format_value(const T& v) {
-  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+  if constexpr (std::is_same_v<T, std::vector<PhaseConfig>>) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      out += fmt::format("{}{{from_step: {}", i ? ", " : "", v[i].from_step);
+      if (v[i].max_seq_len != 0) out += fmt::format(", max_seq_len: {}", v[i].max_seq_len);
+      if (v[i].batch_size != 0) out += fmt::format(", batch_size: {}", v[i].batch_size);
+      out += "}";
+    }
+    return out + "]";
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     std::string out = "[";
     for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + quote_if_needed(v[i]);
     return out + "]";
@@ -264,6 +310,7 @@ std::vector<std::string> enum_choices() {
 template <class T>
 const char* type_name() {
   if constexpr (std::is_same_v<T, std::vector<std::string>>) return "list";
+  else if constexpr (std::is_same_v<T, std::vector<PhaseConfig>>) return "phases";
   else if constexpr (std::is_same_v<T, std::string> || std::is_enum_v<T>) return "string";
   else if constexpr (std::is_same_v<T, bool>) return "bool";
   else if constexpr (std::is_same_v<T, double>) return "float";
@@ -329,6 +376,7 @@ void add(std::vector<Field>& fields, const char* section, const char* key, Acces
   f.value = [access](const Config& c) {
     const auto& v = access(const_cast<Config&>(c));
     if constexpr (std::is_enum_v<T>) return ConfigValue(enum_name(v));
+    else if constexpr (std::is_same_v<T, std::vector<PhaseConfig>>) return ConfigValue(format_value(v));
     else return ConfigValue(v);
   };
   fields.push_back(std::move(f));
@@ -450,6 +498,11 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(train, seed, "Seed of initialization, data order, masking and dropout", at_least(0));
   ROFORMER_FIELD(train, run_dir, "Directory for logs, metrics, checkpoints and the resolved config");
   ROFORMER_FIELD(train, num_threads, "CPU intra-op threads; 0 keeps LibTorch's default", Constraint{0, 1024, false, false, {}});
+  ROFORMER_FIELD(train, phases,
+                 "Later sequence-length phases, e.g. [{from_step: 9000, max_seq_len: 512, batch_size: 64}]: from that "
+                 "step (0-based) on, sequences of max_seq_len tokens, batch_size per micro-batch (either left out: "
+                 "the previous phase's). The steps before the first are data.max_seq_len and train.batch_size. One "
+                 "prepared corpus, one schedule over train.steps (docs/training.md)");
   // checkpoint
   ROFORMER_FIELD(checkpoint, every, "Save every N steps; 0 saves only at the end (and on SIGINT/SIGTERM)",
                  at_least(0));
@@ -469,6 +522,10 @@ std::vector<Field> build_fields() {
   ROFORMER_FIELD(eval, seed, "Seed of the evaluation masks (fixed so figures compare across runs)", at_least(0));
   ROFORMER_FIELD(eval, mask_prob, "Fraction of positions predicted at evaluation, 80/10/10 by piece whatever masking.* trains with, so accuracies compare across recipes",
                  Constraint{0, 1, true, false, {}});
+  ROFORMER_FIELD(eval, max_seq_len,
+                 "Sequence length of the validation sequences; 0: the length training ends with (train.phases' last, "
+                 "else data.max_seq_len)",
+                 at_least(0));
   // distributed
   ROFORMER_FIELD(distributed, backend, "Collectives when torchrun/SLURM start several processes: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
                  one_of({"auto", "gloo", "nccl"}));
@@ -809,38 +866,114 @@ void validate_model(const ModelConfig& m) {
   validate_disentangled(m);
 }
 
+namespace {
+
+// train.phases' entries in order, each changing something, all within train.steps.
+void validate_phase_list(const Config& c) {
+  for (size_t i = 0; i < c.train.phases.size(); ++i) {
+    const PhaseConfig& p = c.train.phases[i];
+    const std::string key = fmt::format("train.phases[{}]", i);
+    if (i == 0 && p.from_step <= 0)
+      invalid(fmt::format("{}.from_step ({}) must be > 0: the steps before the first phase are data.max_seq_len and "
+                          "train.batch_size's", key, p.from_step));
+    if (i > 0 && p.from_step <= c.train.phases[i - 1].from_step)
+      invalid(fmt::format("{}.from_step ({}) must be greater than the previous phase's ({}): list the phases in "
+                          "order", key, p.from_step, c.train.phases[i - 1].from_step));
+    if (p.from_step >= c.train.steps)
+      invalid(fmt::format("{}.from_step ({}) must be < train.steps ({}): the phase would train no step", key,
+                          p.from_step, c.train.steps));
+    if (p.max_seq_len != 0 && p.max_seq_len < 8)
+      invalid(fmt::format("{}.max_seq_len ({}) must be at least 8 (or left out: the previous phase's)", key,
+                          p.max_seq_len));
+    if (p.batch_size < 0)
+      invalid(fmt::format("{}.batch_size ({}) must be at least 1 (or left out: the previous phase's)", key,
+                          p.batch_size));
+    if (p.max_seq_len == 0 && p.batch_size == 0)
+      invalid(fmt::format("{} changes neither max_seq_len nor batch_size; give one or remove the phase", key));
+  }
+}
+
+// One phase's shape: its length within the position table, something to predict in each sequence
+// and micro-batch, and a step that fits in 64 bits. seq_key, batch_key: the keys that set them.
+void validate_shape(const Config& c, int64_t seq_len, int64_t batch_size, const std::string& seq_key,
+                    const std::string& batch_key) {
+  if (seq_len > c.model.max_position_embeddings)
+    invalid(fmt::format("{} ({}) exceeds model.max_position_embeddings ({})", seq_key, seq_len,
+                        c.model.max_position_embeddings));
+  const auto& k = c.masking;
+  // A setting that predicts nothing trains on a loss of 0 and reports metrics over no predictions.
+  // A sequence has at most max_seq_len - 2 positions to predict ([CLS] and [SEP] never are).
+  const double maskable = static_cast<double>(seq_len - 2);
+  if (k.exact_count && std::llround(k.mask_prob * maskable) < 1)
+    invalid(fmt::format("masking.mask_prob {} chooses round({} x {}) = 0 positions of a sequence (masking.exact_count): "
+                        "nothing would be predicted; raise masking.mask_prob to at least {:.3g}",
+                        k.mask_prob, k.mask_prob, seq_len - 2, 0.5 / maskable));
+  if (k.mask_prob * maskable * static_cast<double>(batch_size) < 0.5)
+    invalid(fmt::format("masking.mask_prob {} predicts {:.2g} positions in a micro-batch of {} x {} tokens on average: "
+                        "most micro-batches would predict nothing; raise masking.mask_prob (or {})",
+                        k.mask_prob, k.mask_prob * maskable * static_cast<double>(batch_size), batch_size, seq_len,
+                        batch_key));
+  // Products of settings must fit in 64 bits with room for the world size (at most 2^20 ranks) and
+  // the memory estimate: sequences and tokens of one optimizer step.
+  int64_t sequences = 0, tokens = 0;
+  if (__builtin_mul_overflow(batch_size, c.train.grad_accum, &sequences) || sequences > kMaxSequencesPerStep ||
+      __builtin_mul_overflow(sequences, seq_len, &tokens) || tokens > kMaxTokensPerStep)
+    invalid(fmt::format("{} x train.grad_accum x {} = {} x {} x {} tokens per optimizer step is beyond what a step can "
+                        "hold (at most {} sequences and {} tokens); lower train.grad_accum or {}",
+                        batch_key, seq_key, batch_size, c.train.grad_accum, seq_len, kMaxSequencesPerStep,
+                        kMaxTokensPerStep, batch_key));
+}
+
+}  // namespace
+
+std::vector<Phase> run_phases(const Config& c) {
+  std::vector<Phase> out = {{0, c.train.steps, c.data.max_seq_len, c.train.batch_size}};
+  for (const PhaseConfig& p : c.train.phases) {
+    const Phase previous = out.back();
+    out.back().end_step = p.from_step;
+    out.push_back({p.from_step, c.train.steps, p.max_seq_len != 0 ? p.max_seq_len : previous.max_seq_len,
+                   p.batch_size != 0 ? p.batch_size : previous.batch_size});
+  }
+  return out;
+}
+
+size_t phase_at(const Config& c, int64_t step) {
+  size_t index = 0;
+  for (size_t i = 0; i < c.train.phases.size(); ++i)
+    if (step >= c.train.phases[i].from_step) index = i + 1;
+  return index;
+}
+
+int64_t eval_seq_len(const Config& c) {
+  return c.eval.max_seq_len != 0 ? c.eval.max_seq_len : run_phases(c).back().max_seq_len;
+}
+
 void validate(const Config& c) {
   check_fields(c, "");
   validate_model(c.model);
-  if (c.data.max_seq_len > c.model.max_position_embeddings)
-    invalid(fmt::format("data.max_seq_len ({}) exceeds model.max_position_embeddings ({})", c.data.max_seq_len,
-                        c.model.max_position_embeddings));
   const auto& k = c.masking;
   if (k.mask_token_rate + k.random_token_rate > 1.0 + 1e-12)
     invalid(fmt::format("masking.mask_token_rate + masking.random_token_rate = {} must be <= 1",
                         k.mask_token_rate + k.random_token_rate));
-  // A setting that predicts nothing trains on a loss of 0 and reports metrics over no predictions.
-  // A sequence has at most max_seq_len - 2 positions to predict ([CLS] and [SEP] never are).
-  const double maskable = static_cast<double>(c.data.max_seq_len - 2);
-  if (k.exact_count && std::llround(k.mask_prob * maskable) < 1)
-    invalid(fmt::format("masking.mask_prob {} chooses round({} x {}) = 0 positions of a sequence (masking.exact_count): "
-                        "nothing would be predicted; raise masking.mask_prob to at least {:.3g}",
-                        k.mask_prob, k.mask_prob, c.data.max_seq_len - 2, 0.5 / maskable));
-  if (k.mask_prob * maskable * static_cast<double>(c.train.batch_size) < 0.5)
-    invalid(fmt::format("masking.mask_prob {} predicts {:.2g} positions in a micro-batch of {} x {} tokens on average: "
-                        "most micro-batches would predict nothing; raise masking.mask_prob (or train.batch_size)",
-                        k.mask_prob, k.mask_prob * maskable * static_cast<double>(c.train.batch_size),
-                        c.train.batch_size, c.data.max_seq_len));
-  // Products of settings must fit in 64 bits with room for the world size (at most 2^20 ranks) and
-  // the memory estimate: sequences and tokens of one optimizer step.
-  int64_t sequences = 0, tokens = 0;
-  if (__builtin_mul_overflow(c.train.batch_size, c.train.grad_accum, &sequences) || sequences > kMaxSequencesPerStep ||
-      __builtin_mul_overflow(sequences, c.data.max_seq_len, &tokens) || tokens > kMaxTokensPerStep)
-    invalid(fmt::format("train.batch_size x train.grad_accum x data.max_seq_len = {} x {} x {} tokens per optimizer step "
-                        "is beyond what a step can hold (at most {} sequences and {} tokens); lower train.grad_accum or "
-                        "train.batch_size",
-                        c.train.batch_size, c.train.grad_accum, c.data.max_seq_len, kMaxSequencesPerStep,
-                        kMaxTokensPerStep));
+  validate_phase_list(c);
+  const auto phases = run_phases(c);
+  for (size_t i = 0; i < phases.size(); ++i) {
+    // The keys that set this phase's shape: its own entry's, or those of the phase it keeps them from.
+    size_t length_from = i, batch_from = i;
+    while (length_from > 0 && c.train.phases[length_from - 1].max_seq_len == 0) --length_from;
+    while (batch_from > 0 && c.train.phases[batch_from - 1].batch_size == 0) --batch_from;
+    const std::string seq_key =
+        length_from == 0 ? "data.max_seq_len" : fmt::format("train.phases[{}].max_seq_len", length_from - 1);
+    const std::string batch_key =
+        batch_from == 0 ? "train.batch_size" : fmt::format("train.phases[{}].batch_size", batch_from - 1);
+    validate_shape(c, phases[i].max_seq_len, phases[i].batch_size, seq_key, batch_key);
+  }
+  if (c.eval.max_seq_len != 0 && c.eval.max_seq_len < 8)
+    invalid(fmt::format("eval.max_seq_len ({}) must be at least 8, or 0 for the length training ends with",
+                        c.eval.max_seq_len));
+  if (c.eval.max_seq_len > c.model.max_position_embeddings)
+    invalid(fmt::format("eval.max_seq_len ({}) exceeds model.max_position_embeddings ({})", c.eval.max_seq_len,
+                        c.model.max_position_embeddings));
   if (c.schedule.warmup_steps > c.train.steps)
     invalid(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", c.schedule.warmup_steps,
                         c.train.steps));
@@ -900,6 +1033,8 @@ std::string defaults_reference(bool markdown) {
       for (const auto& c : f.constraint.choices) allowed += (allowed.empty() ? "" : ", ") + c;
     } else if (f.type == "int" || f.type == "float") {
       allowed = f.constraint.describe();
+    } else if (f.type == "phases") {
+      allowed = "a list of {from_step, max_seq_len, batch_size}";
     } else {
       allowed = f.type == "bool" ? "true, false" : "any";
     }

@@ -112,6 +112,16 @@ struct ScheduleConfig {
   double decay_fraction = 0.2;            // wsd: the last fraction of train.steps that decays to min_lr
 };
 
+// A later phase of train.phases (docs/training.md, "Length phases"): from optimizer step from_step
+// on (0-based; the step logged as from_step + 1), sequences of max_seq_len tokens, batch_size of them
+// per micro-batch; 0 keeps the previous phase's. The steps before the first entry are the run's first
+// phase: data.max_seq_len and train.batch_size.
+struct PhaseConfig {
+  int64_t from_step = 0;
+  int64_t max_seq_len = 0;
+  int64_t batch_size = 0;
+};
+
 struct TrainConfig {
   int64_t steps = 100000;
   int64_t batch_size = 32;                // sequences per micro-batch
@@ -123,6 +133,7 @@ struct TrainConfig {
   int64_t seed = 1234;
   std::string run_dir = "runs/default";
   int64_t num_threads = 0;                // CPU intra-op threads; 0: LibTorch default
+  std::vector<PhaseConfig> phases;        // later sequence-length phases; empty: one phase
 };
 
 struct CheckpointConfig {
@@ -143,6 +154,7 @@ struct EvalConfig {
   int64_t batch_size = 32;
   int64_t seed = 0;
   double mask_prob = 0.15;                // the evaluation's masking (80/10/10, by piece), whatever masking.* trains with
+  int64_t max_seq_len = 0;                // T of the validation sequences; 0: the length training ends with
 };
 
 // Data parallelism (docs/distributed.md). Used only when a launcher (torchrun, SLURM srun) starts
@@ -189,7 +201,7 @@ std::vector<std::string> all_keys();
 
 // Every key with its typed value, in table order (for tools that take typed settings: TensorBoard's
 // HParams).
-using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
+using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;  // train.phases: its YAML text
 std::vector<std::pair<std::string, ConfigValue>> values(const Config& config);
 
 // One key whose value differs between two configs, as YAML text (the field table's rendering).
@@ -213,6 +225,21 @@ inline void resolve_param_dtype(Config& c, bool cuda) {
 inline Precision autocast_precision(const Config& c) {
   return c.train.param_dtype == ParamDtype::kBf16 ? Precision::kFp32 : c.train.precision;
 }
+
+// One phase of a run resolved: optimizer steps [first_step, end_step) (0-based) at sequences of
+// max_seq_len tokens, batch_size per micro-batch. The first is data.max_seq_len and train.batch_size
+// from step 0; train.phases adds the others; the last ends at train.steps.
+struct Phase {
+  int64_t first_step = 0;
+  int64_t end_step = 0;
+  int64_t max_seq_len = 0;
+  int64_t batch_size = 0;
+};
+std::vector<Phase> run_phases(const Config& c);
+// The index into run_phases of the phase that trains optimizer step `step` (0-based).
+size_t phase_at(const Config& c, int64_t step);
+// The sequence length evaluation runs at: eval.max_seq_len, or (0) the last phase's.
+int64_t eval_seq_len(const Config& c);
 
 // The head dimension and effective embedding size implied by the model section.
 inline int64_t head_dim(const ModelConfig& m) { return m.hidden_size / m.num_heads; }

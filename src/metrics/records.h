@@ -46,6 +46,8 @@ struct TrainRecord {
   double data_wait_s = 0;               // the logging step's wait for its batch
   std::optional<double> mfu;            // CUDA with a known peak (model/flops.h)
   std::optional<double> loss_scale;     // fp16's dynamic loss scale
+  int64_t seq_len = 0;                  // tokens per sequence of the logging step (0 in older records)
+  std::optional<double> phase;          // its length phase, 1-based (runs with train.phases only)
 
   // For the console, not recorded: the window's size and the time left.
   int64_t window_steps = 0;
@@ -67,6 +69,8 @@ struct TrainRecord {
     f(Field{"data_wait_s", nullptr}, r.data_wait_s);
     f(Field{"mfu", "train/mfu"}, r.mfu);
     f(Field{"loss_scale", "train/loss_scale"}, r.loss_scale);
+    f(Field{"seq_len", nullptr}, r.seq_len);
+    f(Field{"phase", "train/phase"}, r.phase);
   }
 };
 
@@ -109,6 +113,18 @@ struct RunSummary {
   int64_t peak_memory_bytes = 0;
   std::string peak_memory_kind;             // core::PeakMemory::kind
   std::optional<double> mfu;                // over the session (CUDA with a known peak)
+  // Runs with train.phases: the session's figures of each phase it trained in.
+  struct PhaseFigures {
+    int64_t phase = 0;         // 1-based
+    int64_t first_step = 0;    // its first and last step trained in this session (1-based)
+    int64_t last_step = 0;
+    int64_t seq_len = 0;
+    int64_t global_batch = 0;  // sequences per optimizer step
+    int64_t steps = 0;
+    int64_t tokens = 0;
+    double seconds = 0;
+  };
+  std::vector<PhaseFigures> phases;
 };
 
 // The record's fields as a JSON object {key: value...}; unset optional fields are left out.

@@ -93,13 +93,20 @@ void check_run_valid_files(const std::vector<std::string>& files) {
   }
 }
 
+// The length to evaluate at: --seq-len, or the run's own evaluation length (eval.max_seq_len; 0:
+// the length training ended with, train.phases' last).
+int64_t eval_length(const EvalRequest& req, const checkpoint::LoadedCheckpoint& ck) {
+  return req.seq_len != 0 ? checked_seq_len(req.seq_len, ck.model->positions()) : config::eval_seq_len(ck.config);
+}
+
 }  // namespace
 
 void run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   config::Config cfg = ck.config;
-  if (req.seq_len != 0) cfg.data.max_seq_len = checked_seq_len(req.seq_len, ck.model->positions());  // before any data is read
+  const int64_t trained_len = config::run_phases(ck.config).back().max_seq_len;  // train.phases' last
+  cfg.data.max_seq_len = eval_length(req, ck);  // checked before any data is read
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())
     throw Error("no evaluation data: pass --data FILE... (text, JSONL, Parquet, a folder or prepared directories); "
@@ -141,13 +148,13 @@ void run_eval(const EvalRequest& req) {
       "loss            {:.4f}   (perplexity {:.2f})\n"
       "throughput      {:.0f} tokens/s on {} ({:.2f}s)\n",
       ck.dir, r.step, data_desc, r.n_sequences, cfg.data.max_seq_len,
-      cfg.data.max_seq_len != ck.config.data.max_seq_len ? fmt::format(" (trained at {})", ck.config.data.max_seq_len)
+      cfg.data.max_seq_len != trained_len ? fmt::format(" (trained at {})", trained_len)
                                                          : std::string(),
       r.n_predicted, cfg.eval.mask_prob, req.seed,
       r.accuracy, r.top5_accuracy, r.loss, r.perplexity, tokens_per_s, device.str(), r.seconds);
   if (req.json) {
     nlohmann::json rec = metrics::to_json(r);  // the figures under metrics.jsonl's keys, then what was evaluated
-    rec.update({{"checkpoint", ck.dir}, {"seq_len", cfg.data.max_seq_len}, {"train_seq_len", ck.config.data.max_seq_len},
+    rec.update({{"checkpoint", ck.dir}, {"seq_len", cfg.data.max_seq_len}, {"train_seq_len", trained_len},
                 {"mask_prob", cfg.eval.mask_prob}, {"seed", req.seed}, {"batch_size", req.batch_size},
                 {"tokens_per_s", tokens_per_s}});
     std::cout << rec.dump() << std::endl;

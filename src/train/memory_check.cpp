@@ -16,7 +16,6 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
   // double throughout: the products of absurd values overflow 64-bit integers.
   const double H = static_cast<double>(m.hidden_size), I = static_cast<double>(m.intermediate_size);
   const double L = static_cast<double>(m.num_layers), N = static_cast<double>(m.num_heads);
-  const double T = static_cast<double>(c.data.max_seq_len), B = static_cast<double>(c.train.batch_size);
   MemoryEstimate e;
   e.parameters = size.parameters();
   // fp32 weights, gradients and two AdamW moments; bf16 parameters add their bf16 copy and its gradients.
@@ -24,10 +23,21 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
   e.parameter_bytes = bytes_per_parameter * e.parameters;
   e.buffer_bytes = size.buffer_bytes();
   const double value_bytes = c.train.precision == config::Precision::kFp32 ? 4 : 2;
-  const double per_layer = N * T + 4 * H + I + model::make_position_scheme(options)->activations_per_token(c.data.max_seq_len);
-  const double kept = m.gradient_checkpointing ? per_layer + L * H : L * per_layer;
-  e.activation_bytes = B * T * kept * value_bytes;
-  e.largest_key = e.activation_bytes > e.parameter_bytes + e.buffer_bytes ? "train.batch_size"
+  const auto scheme = model::make_position_scheme(options);
+  const auto phases = config::run_phases(c);
+  std::string batch_key = "train.batch_size";
+  for (size_t i = 0; i < phases.size(); ++i) {  // the length phase whose micro-batch needs most
+    const double T = static_cast<double>(phases[i].max_seq_len), B = static_cast<double>(phases[i].batch_size);
+    const double per_layer = N * T + 4 * H + I + scheme->activations_per_token(phases[i].max_seq_len);
+    const double kept = m.gradient_checkpointing ? per_layer + L * H : L * per_layer;
+    const double bytes = B * T * kept * value_bytes;
+    if (i > 0 && bytes <= e.activation_bytes) continue;
+    e.activation_bytes = bytes;
+    e.batch_size = phases[i].batch_size;
+    e.seq_len = phases[i].max_seq_len;
+    batch_key = i == 0 ? "train.batch_size" : fmt::format("train.phases[{}].batch_size", i - 1);
+  }
+  e.largest_key = e.activation_bytes > e.parameter_bytes + e.buffer_bytes ? batch_key
                                                                           : size.largest_key(bytes_per_parameter);
   return e;
 }
@@ -44,9 +54,10 @@ void check_training_memory(const config::Config& c, int64_t vocab_size, double a
       "(the largest share){}",
       e.total() / kGiB, device_name, available / kGiB, e.parameter_bytes / kGiB, e.parameters,
       e.buffer_bytes > 0 ? fmt::format(", position tables {:.3g} GiB", e.buffer_bytes / kGiB) : "",
-      c.train.batch_size, c.data.max_seq_len, e.activation_bytes / kGiB, e.largest_key,
-      e.largest_key == "train.batch_size" ? "; train.grad_accum keeps the batch per step with smaller micro-batches"
-                                          : ""));
+      e.batch_size, e.seq_len, e.activation_bytes / kGiB, e.largest_key,
+      e.largest_key.find("batch_size") != std::string::npos
+          ? "; train.grad_accum keeps the batch per step with smaller micro-batches"
+          : ""));
 }
 
 }  // namespace roformer::train

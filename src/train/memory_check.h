@@ -25,7 +25,9 @@ struct MemoryEstimate {
   double parameters = 0;        // P
   double parameter_bytes = 0;   // parameters, gradients, AdamW moments
   double buffer_bytes = 0;      // the position scheme's buffers
-  double activation_bytes = 0;  // one micro-batch
+  double activation_bytes = 0;  // one micro-batch (of the length phase that needs most: train.phases)
+  int64_t batch_size = 0;       // that micro-batch: sequences and tokens per sequence
+  int64_t seq_len = 0;
   std::string largest_key;      // the config key behind the largest term
   double total() const { return parameter_bytes + buffer_bytes + activation_bytes; }
 };

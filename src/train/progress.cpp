@@ -45,10 +45,12 @@ void ConsoleSink::clear() { line_.clear(); }
 
 void ConsoleSink::write(const metrics::TrainRecord& r) {
   clear();
+  const std::string phase = r.phase ? fmt::format(" | phase {} (seq {})", static_cast<int64_t>(*r.phase), r.seq_len)
+                                    : std::string();
   spdlog::info("step {}/{} | mean of {} step{}: loss {:.4f} acc {:.4f} | lr {:.3e} | grad norm {:.3f} | {} tok/s | "
-               "{:.0f} ms/step | {} elapsed | ETA {}", r.step, total_, r.window_steps, r.window_steps == 1 ? "" : "s",
+               "{:.0f} ms/step{} | {} elapsed | ETA {}", r.step, total_, r.window_steps, r.window_steps == 1 ? "" : "s",
                r.loss_avg, r.accuracy_avg.value_or(r.accuracy), r.lr, r.grad_norm, format_rate(r.tokens_per_s),
-               r.ms_per_step, format_duration(elapsed_s()), format_duration(r.eta_s));
+               r.ms_per_step, phase, format_duration(elapsed_s()), format_duration(r.eta_s));
 }
 
 void ConsoleSink::write(const metrics::EvalRecord& r) {
@@ -74,6 +76,11 @@ void ConsoleSink::finish(const metrics::RunSummary& s) {
                                                       s.last_eval->accuracy, s.last_eval->step)
                                         : std::string("no evaluation in this session");
   spdlog::info("summary: {} | {}", train, valid);
+  for (const auto& p : s.phases)
+    spdlog::info("summary: phase {} (steps {}-{}, {} x {} tokens per step): {} tok/s over {} step{}", p.phase,
+                 p.first_step, p.last_step, p.global_batch, p.seq_len,
+                 format_rate(p.seconds > 0 ? static_cast<double>(p.tokens) / p.seconds : 0.0), p.steps,
+                 p.steps == 1 ? "" : "s");
   spdlog::info("summary: peak memory {:.1f} MiB ({}){}", static_cast<double>(s.peak_memory_bytes) / 1048576.0,
                s.peak_memory_kind, s.mfu ? fmt::format(" | MFU {:.1f}%", 100.0 * *s.mfu) : std::string());
 }

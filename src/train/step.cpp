@@ -82,10 +82,10 @@ TrainStep::TrainStep(const config::Config& cfg, int64_t vocab_size, const Placem
   model_->to(device_);
   model_->train();
   const config::ModelConfig& m = cfg_.model;
-  spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, embedding {}, {}-LN, {} attention, {}, {}{})",
+  spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, embedding {}, {}-LN, {}{}, {} attention, {})",
                model_->num_parameters(), m.num_layers, m.hidden_size, m.num_heads,
-               config::effective_embedding_size(m), config::to_string(m.norm), config::to_string(m.attention),
-               model_->positions().description(), config::to_string(m.hidden_act), m.bias ? "" : ", no biases");
+               config::effective_embedding_size(m), config::to_string(m.norm), config::to_string(m.hidden_act),
+               m.bias ? "" : ", no biases", config::to_string(m.attention), model_->positions().description());
 
   // bf16 parameters: the step runs a bf16 copy and AdamW keeps model_ as the fp32 master weights.
   compute_ = cfg_.train.param_dtype == config::ParamDtype::kBf16 ? make_bf16_compute_model(model_) : model_;

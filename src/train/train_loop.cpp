@@ -79,6 +79,8 @@ void TrainingRun::log_step(const StepResult& r, MetricsWindow& window) {
   rec.data_wait_s = r.timings.data;
   if (step_->scaler().dynamic()) rec.loss_scale = step_->scaler().scale();
   rec.mfu = model_flops_utilization(static_cast<double>(r.n_pred), rec.ms_per_step);
+  rec.seq_len = phase().max_seq_len;
+  if (phases_.size() > 1) rec.phase = static_cast<double>(data_->phase() + 1);
   last_train_ = rec;
   if (main_rank()) record(rec);
 }
@@ -129,7 +131,7 @@ std::optional<double> TrainingRun::model_flops_utilization(double n_pred, double
   const double peak_tflops = core::known_peak_tflops(core::device_name(device), plan_.cfg.train.precision);
   if (peak_tflops <= 0) return std::nullopt;
   const double flops = model::mlm_train_flops_per_step(step_->model()->options(), global_batch(),
-                                                       plan_.cfg.data.max_seq_len, std::llround(n_pred));
+                                                       phase().max_seq_len, std::llround(n_pred));
   return model::model_flops_utilization(flops, ms_per_step / 1000.0, peak_tflops, world_size());
 }
 
@@ -159,10 +161,11 @@ metrics::RunSummary TrainingRun::summary(const MetricsWindow& window) const {
   const core::PeakMemory memory = core::peak_memory(placement_.device());
   s.peak_memory_bytes = memory.bytes;
   s.peak_memory_kind = memory.kind;
-  if (session.steps > 0) {
+  if (session.steps > 0 && phase_figures_.size() <= 1) {  // one shape: MFU of its mean step
     const double steps = static_cast<double>(session.steps);
     s.mfu = model_flops_utilization(static_cast<double>(session.n_pred) / steps, 1000.0 * session.seconds / steps);
   }
+  if (phases_.size() > 1) s.phases = phase_figures_;
   return s;
 }
 
@@ -197,15 +200,22 @@ void TrainingRun::run() {
     spdlog::info("new run from the weights of {} {} (fresh optimizer and schedule)", plan_.init->kind, plan_.init->dir);
     run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
   }
-  spdlog::info("training {} steps from step {} | {} sequences x {} tokens per step ({} micro-batch(es){}) | {} "
-               "training sequences per epoch",
-               cadence.total, step_->steps_done(), global_batch(), cfg.data.max_seq_len, cfg.train.grad_accum,
-               world_size() > 1 ? fmt::format(" of {} on each of {} ranks", cfg.train.batch_size, world_size()) : "",
-               data_->sequences_per_epoch());
+  enter_phase_of_next_step();
+  if (phases_.size() > 1) {
+    std::string plan;
+    for (size_t i = 0; i < phases_.size(); ++i)
+      plan += fmt::format("{}steps {}-{}: {} x {}", i ? ", " : "", phases_[i].first_step + 1, phases_[i].end_step,
+                          phases_[i].batch_size * cfg.train.grad_accum * world_size(), phases_[i].max_seq_len);
+    spdlog::info("length phases (train.phases; sequences x tokens per step): {}", plan);
+  }
+  spdlog::info("training {} steps from step {}{} | {}", cadence.total, step_->steps_done(),
+               phases_.size() > 1 ? fmt::format(" in length phase {} of {}", data_->phase() + 1, phases_.size()) : "",
+               shape_description());
   install_stop_handlers();
   MetricsWindow window;
   int64_t last_synced = step_->steps_done();  // a non-finite value found later arose after this step
   while (step_->steps_done() < cadence.total) {
+    enter_phase_of_next_step();
     const int64_t before = step_->steps_done();
     const auto t0 = std::chrono::steady_clock::now();
     // The same decision on every rank; a step during which a stop was requested syncs as well.
@@ -224,6 +234,7 @@ void TrainingRun::run() {
     const int64_t step = step_->steps_done();
     if (r.synced) last_synced = step;
     window.add({seconds, r.tokens, r.n_pred, r.synced, r.loss, r.accuracy, r.grad_norm});
+    count_phase_step(step, r.tokens, seconds);
     console_->update(window.live(step, cadence.total, step_->learning_rate(step - 1)));
     if (cadence.logs(step)) log_step(r, window);
     if (main_rank()) {

@@ -26,6 +26,12 @@ class TrainingData : public BatchSource {
   // them there). Throws roformer::Error for missing or unusable inputs, naming the config key.
   TrainingData(const Plan& plan, bool pin_memory, bool main_rank);
 
+  // The run's phase (config::run_phases) whose batches next() serves. A phase entered anew starts
+  // at the beginning of its own order (epoch 0, position 0) over the same prepared corpus; the one
+  // already served is kept as it is.
+  void enter_phase(size_t phase);
+  size_t phase() const { return phase_; }
+
   data::Batch next() override { return loader_->next(); }
   int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
   // Where the loader is, so a step given up at a stop signal can take its batches again.
@@ -36,7 +42,8 @@ class TrainingData : public BatchSource {
   const std::vector<data::Batch>& eval_batches() const { return eval_batches_; }
   int64_t sequences_per_epoch() const { return loader_->sequences_per_epoch(); }
 
-  // Its part of a checkpoint's trainer_state.json: the loader's epoch and position, the tokenizer's fingerprint.
+  // Its part of a checkpoint's trainer_state.json: the phase, the loader's epoch and position within
+  // it, the tokenizer's fingerprint.
   void save(checkpoint::TrainerState& state) const;
   void restore(const checkpoint::TrainerState& state);
 
@@ -48,7 +55,12 @@ class TrainingData : public BatchSource {
                                                       const std::string& name);
 
   std::optional<data::Tokenizer> tokenizer_;  // set by the constructor (Tokenizer has no empty state)
-  std::unique_ptr<data::MlmLoader> loader_;
+  config::Config cfg_;
+  std::vector<config::Phase> phases_;
+  data::LoaderOptions loader_options_;        // the first phase's
+  std::shared_ptr<const data::PreparedCorpus> train_corpus_;
+  size_t phase_ = 0;
+  std::unique_ptr<data::MlmLoader> loader_;   // phase_'s
   std::vector<data::Batch> eval_batches_;
 };
 

@@ -32,7 +32,8 @@
 namespace roformer::train {
 namespace fs = std::filesystem;
 
-TrainingRun::TrainingRun(Plan plan) : plan_(std::move(plan)), placement_(plan_.cfg, plan_.env) {
+TrainingRun::TrainingRun(Plan plan)
+    : plan_(std::move(plan)), placement_(plan_.cfg, plan_.env), phases_(config::run_phases(plan_.cfg)) {
   // The placement came first: a device that does not exist leaves no run directory behind.
   setup_run_dir();
   // A schedule that never decays is legal (a short check of the data, a bench), but rarely meant:
@@ -52,7 +53,44 @@ TrainingRun::TrainingRun(Plan plan) : plan_(std::move(plan)), placement_(plan_.c
 TrainingRun::~TrainingRun() = default;
 
 int64_t TrainingRun::global_batch() const {
-  return plan_.cfg.train.batch_size * plan_.cfg.train.grad_accum * world_size();
+  return phase().batch_size * plan_.cfg.train.grad_accum * world_size();
+}
+
+const config::Phase& TrainingRun::phase() const { return phases_.at(data_->phase()); }
+
+std::string TrainingRun::shape_description() const {
+  const config::Config& cfg = plan_.cfg;
+  return fmt::format("{} sequences x {} tokens per step ({} micro-batch(es){}) | {} training sequences per epoch",
+                     global_batch(), phase().max_seq_len, cfg.train.grad_accum,
+                     world_size() > 1 ? fmt::format(" of {} on each of {} ranks", phase().batch_size, world_size()) : "",
+                     data_->sequences_per_epoch());
+}
+
+void TrainingRun::count_phase_step(int64_t step, int64_t tokens, double seconds) {
+  if (phases_.size() <= 1) return;
+  const int64_t number = static_cast<int64_t>(data_->phase()) + 1;
+  if (phase_figures_.empty() || phase_figures_.back().phase != number) {
+    metrics::RunSummary::PhaseFigures f;
+    f.phase = number;
+    f.first_step = step;
+    f.seq_len = phase().max_seq_len;
+    f.global_batch = global_batch();
+    phase_figures_.push_back(f);
+  }
+  auto& f = phase_figures_.back();
+  f.last_step = step;
+  ++f.steps;
+  f.tokens += tokens;
+  f.seconds += seconds;
+}
+
+void TrainingRun::enter_phase_of_next_step() {
+  const size_t index = config::phase_at(plan_.cfg, step_->steps_done());
+  if (index == data_->phase()) return;
+  data_->enter_phase(index);
+  const config::Phase& p = phase();
+  spdlog::info("length phase {} of {} from step {} to {}: {}", index + 1, phases_.size(), p.first_step + 1, p.end_step,
+               shape_description());
 }
 
 // The run directory: the checkpointer of RUN/checkpoints, and (rank 0) train.log and config.yaml.

@@ -701,3 +701,54 @@ TEST(TrainBrown, ValidationAccuracyAboveUnigramBaseline) {
   // Measured: 0.112 vs a baseline of 0.042 (docs/benchmarks.md, "Training: accuracy on Brown").
   EXPECT_GT(acc, unigram + 0.05) << r.output;
 }
+
+// train.phases: steps 1-6 at 32 tokens x 4 sequences, 7-12 at 64 x 2, one run. A kill just before
+// the boundary, at it and just after it resumes bit for bit (the checkpoint records which phase its
+// data position belongs to); the records say the phase and length of each logging step, evaluation
+// runs at the length training ends with, and the summary gives tokens/s per phase.
+TEST_F(TrainTest, LengthPhasesResumeBitForBitAcrossTheBoundary) {
+  const std::string phases = "--set 'train.phases=[{from_step: 6, max_seq_len: 64, batch_size: 2}]' "
+                             "--set checkpoint.every=1 --set checkpoint.keep_last=20";
+  auto a = train("a", phases);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("length phases (train.phases; sequences x tokens per step): steps 1-6: 4 x 32, steps 7-12: "
+                          "2 x 64"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("length phase 2 of 2 from step 7 to 12: 2 sequences x 64 tokens per step"),
+            std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("summary: phase 1 (steps 1-6, 4 x 32 tokens per step)"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("summary: phase 2 (steps 7-12, 2 x 64 tokens per step)"), std::string::npos) << a.output;
+  auto ma = metrics("a");
+  for (int64_t s = 1; s <= 12; ++s) {
+    EXPECT_EQ(ma[s]["seq_len"], s <= 6 ? 32 : 64) << s;
+    EXPECT_EQ(ma[s]["phase"], s <= 6 ? 1 : 2) << s;
+  }
+  EXPECT_EQ(ma[12]["tokens_seen"], 6 * 4 * 32 + 6 * 2 * 64);
+  auto eval = metrics("a", "eval");
+  ASSERT_TRUE(eval.count(12));
+  EXPECT_EQ(eval[12]["n_tokens"].get<int64_t>(), 64 * eval[12]["n_sequences"].get<int64_t>());
+  EXPECT_EQ(json::parse(read_file(ckpt("a", 6) + "/trainer_state.json"))["loader"]["phase"], 0);
+  EXPECT_EQ(json::parse(read_file(ckpt("a", 7) + "/trainer_state.json"))["loader"]["phase"], 1);
+  auto evaluated = run_roformer("eval --device cpu --json --max-sequences 16 --checkpoint " + ckpt("a", 12));
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  EXPECT_EQ(last_json(evaluated.output)["seq_len"], 64);
+  EXPECT_EQ(last_json(evaluated.output)["accuracy"], eval[12]["accuracy"]);  // the run's own evaluation
+  for (const int64_t stop : {5, 6, 7}) {
+    SCOPED_TRACE(stop);
+    const std::string b = "b" + std::to_string(stop);
+    fs::copy(tmp_.str("a"), tmp_.str(b), fs::copy_options::recursive);
+    for (int64_t s = stop + 1; s <= 12; ++s) roformer::core::remove_tree(ckpt(b, s));
+    auto resumed = run_roformer("train --run-dir " + tmp_.str(b) + " --resume auto");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from " + ckpt(b, stop)), std::string::npos) << resumed.output;
+    auto mb = metrics(b);
+    for (int64_t s = stop + 1; s <= 12; ++s) EXPECT_EQ(ma[s]["loss"].dump(), mb[s]["loss"].dump()) << "step " << s;
+    EXPECT_EQ(roformer::core::file_checksum(ckpt("a", 12) + "/model.safetensors"),
+              roformer::core::file_checksum(ckpt(b, 12) + "/model.safetensors"));
+  }
+  // The phases are part of the data order: a resume that changes them is refused.
+  auto changed = run_roformer("train --run-dir " + tmp_.str("b5") + " --resume " + ckpt("b5", 6) +
+                              " --set 'train.phases=[{from_step: 8, max_seq_len: 64}]'");
+  EXPECT_EQ(changed.exit_code, 1) << changed.output;
+  EXPECT_NE(changed.output.find("train.phases: [{from_step: 6, max_seq_len: 64, batch_size: 2}] -> [{from_step: 8, "
+                                "max_seq_len: 64}]"), std::string::npos) << changed.output;
+}

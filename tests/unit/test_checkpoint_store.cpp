@@ -214,6 +214,10 @@ TEST(CheckpointStore, TrainerStateFieldsAreChecked) {
   EXPECT_EQ(s.world_size, 2);
   EXPECT_EQ(s.global_batch_size.value_or(-1), 8);
   EXPECT_DOUBLE_EQ(s.loss_scale, 1024.0);
+  EXPECT_EQ(s.loader_phase, 0);  // written before train.phases: the first phase
+  TrainerState phased = s;
+  phased.loader_phase = 1;
+  EXPECT_EQ(parse_trainer_state(trainer_state_json(phased), "t.json").loader_phase, 1);
   auto msg = error_of([] { parse_trainer_state(R"({"step": "12"})", "ck/trainer_state.json"); });
   EXPECT_NE(msg.find("ck/trainer_state.json: \"step\" is \"12\" (a string) but must be a count (an integer >= 0); "
                      "the checkpoint is damaged"),

@@ -339,3 +339,66 @@ TEST(Config, DiffListsChangedKeysAndTheResumePolicySortsThem) {
         << e.what();
   }
 }
+
+// train.phases: later sequence-length phases, resolved with the first (data.max_seq_len,
+// train.batch_size); printed back as YAML that parses to the same phases; each entry checked.
+TEST(Config, LengthPhasesParseResolveAndRoundTrip) {
+  const Config c = parse_config(
+      "data:\n  max_seq_len: 128\nschedule:\n  warmup_steps: 10\ntrain:\n  steps: 100\n  batch_size: 32\n"
+      "  phases:\n    - {from_step: 90, max_seq_len: 512, batch_size: 8}\n");
+  const auto phases = run_phases(c);
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_EQ(phases[0].first_step, 0);
+  EXPECT_EQ(phases[0].end_step, 90);
+  EXPECT_EQ(phases[0].max_seq_len, 128);
+  EXPECT_EQ(phases[0].batch_size, 32);
+  EXPECT_EQ(phases[1].first_step, 90);
+  EXPECT_EQ(phases[1].end_step, 100);
+  EXPECT_EQ(phases[1].max_seq_len, 512);
+  EXPECT_EQ(phases[1].batch_size, 8);
+  EXPECT_EQ(phase_at(c, 0), 0u);
+  EXPECT_EQ(phase_at(c, 89), 0u);
+  EXPECT_EQ(phase_at(c, 90), 1u);
+  EXPECT_EQ(phase_at(c, 99), 1u);
+  EXPECT_EQ(eval_seq_len(c), 512);  // the length training ends with
+  EXPECT_EQ(eval_seq_len(parse_config(to_yaml(c), {"eval.max_seq_len=128"})), 128);
+  // Printed and read back; a left-out key keeps the previous phase's value.
+  const Config again = parse_config(to_yaml(c));
+  EXPECT_TRUE(diff(c, again).empty());
+  const Config kept = parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "train.phases=[{from_step: 50, max_seq_len: 256}]"});
+  EXPECT_EQ(run_phases(kept)[1].batch_size, kept.train.batch_size);
+  EXPECT_EQ(run_phases(kept)[1].max_seq_len, 256);
+  EXPECT_EQ(run_phases(parse_config("")).size(), 1u);
+  EXPECT_EQ(run_phases(parse_config("")).front().end_step, Config().train.steps);
+  EXPECT_EQ(parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "train.phases=[{from_step: 50, max_seq_len: 256}]",
+                              "train.phases=[]"}).train.phases.size(), 0u);
+}
+
+TEST(Config, LengthPhasesAreCheckedEntryByEntry) {
+  auto refused = [](const std::string& phases, const std::string& expected) {
+    const auto msg =
+        error_of([&] { parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "train.phases=" + phases}); });
+    EXPECT_NE(msg.find(expected), std::string::npos) << phases << ": " << msg;
+  };
+  refused("[{from_step: 50, max_len: 256}]", "train.phases[0] has no key 'max_len'; did you mean 'max_seq_len'?");
+  refused("[{max_seq_len: 256}]", "train.phases[0] has no from_step");
+  refused("[{from_step: 0, max_seq_len: 256}]", "train.phases[0].from_step (0) must be > 0");
+  refused("[{from_step: 100, max_seq_len: 256}]", "train.phases[0].from_step (100) must be < train.steps (100)");
+  refused("[{from_step: 60, max_seq_len: 256}, {from_step: 40, batch_size: 4}]",
+          "train.phases[1].from_step (40) must be greater than the previous phase's (60)");
+  refused("[{from_step: 50}]", "train.phases[0] changes neither max_seq_len nor batch_size");
+  refused("[{from_step: 50, max_seq_len: 4}]", "train.phases[0].max_seq_len (4) must be at least 8");
+  refused("[{from_step: 50, max_seq_len: 4096}]",
+          "train.phases[0].max_seq_len (4096) exceeds model.max_position_embeddings (1536)");
+  refused("[{from_step: 50, max_seq_len: 'long'}]", "train.phases[0].max_seq_len: expected an integer, got 'long'");
+  refused("{from_step: 50}", "config key train.phases: expected a list of phases");
+  refused("[512]", "config key train.phases[0]: expected a mapping");
+  // A phase that keeps its length from the one before is named by the key that set it.
+  const auto msg = error_of([] {
+    parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "masking.mask_prob=0.005", "masking.exact_count=false", "data.max_seq_len=64", "train.batch_size=64",
+                      "train.phases=[{from_step: 50, batch_size: 1}]"});
+  });
+  EXPECT_NE(msg.find("raise masking.mask_prob (or train.phases[0].batch_size)"), std::string::npos) << msg;
+  EXPECT_NE(error_of([] { parse_config("", {"eval.max_seq_len=4"}); }).find("eval.max_seq_len (4) must be at least 8"),
+            std::string::npos);
+}

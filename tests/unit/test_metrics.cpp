@@ -30,7 +30,7 @@ TEST(MetricsRecords, TrainRecordKeysAndRoundTrip) {
   r.window_steps = 10, r.eta_s = 99;  // the console's: not recorded
   const json line = rm::metrics_line(r);
   EXPECT_EQ(line.dump(), R"({"accuracy":0.125,"accuracy_avg":0.11,"data_wait_s":0.001,"grad_norm":1.5,"loss":6.5,)"
-                         R"("loss_avg":6.75,"lr":0.0003,"ms_per_step":328.0,"step":40,"tokens_per_s":12500.0,)"
+                         R"("loss_avg":6.75,"lr":0.0003,"ms_per_step":328.0,"seq_len":0,"step":40,"tokens_per_s":12500.0,)"
                          R"("tokens_seen":40960,"type":"train"})");
   r.mfu = 0.41, r.loss_scale = 32768;
   const rm::TrainRecord back = train_from(rm::metrics_line(r));
