@@ -164,6 +164,10 @@ std::vector<PhaseConfig> parse_phases(const YAML::Node& node, const std::string&
     std::map<std::string, bool> seen;
     for (const auto& kv : item) {
       const std::string key = scalar_text(kv.first);
+      if (const auto colon = key.find(':'); colon != std::string::npos)  // {from_step:540} is one YAML scalar
+        throw Error(fmt::format("config key {}: '{}' needs a space after its colon ('{}: {}'), or quoted keys "
+                                "({{\"from_step\":540}}), for YAML to read a key and a value", where, key,
+                                key.substr(0, colon), key.substr(colon + 1)));
       if (std::find(kPhaseKeys.begin(), kPhaseKeys.end(), key) == kPhaseKeys.end())
         throw Error(fmt::format("config key {} has no key '{}'; did you mean '{}'? A phase takes {}", where, key,
                                 core::nearest(key, kPhaseKeys), fmt::join(kPhaseKeys, ", ")));

@@ -166,6 +166,30 @@ TEST_F(GpuTrain, CudaGraphAndEagerRunsAgree) {
             << expect_losses_close("graph_false", "graph_true", 1e-4) << "\n";
 }
 
+// train.phases on CUDA (issue 39): the second phase's shape is captured as a graph when it comes,
+// and the phased run with graphs trains what the eager one trains; a resume across the boundary
+// continues it (dropout off: the atomic-add backward kernels are the only noise).
+TEST_F(GpuTrain, LengthPhasesCaptureTheNewShapeAndAgreeWithEager) {
+  const std::string phases = "--set 'train.phases=[{from_step: 12, max_seq_len: 64, batch_size: 4}]' "
+                             "--set train.param_dtype=bf16 --set logging.every=4 --set checkpoint.every=12 ";
+  for (const std::string graph : {"true", "false"}) {
+    auto r = train("phases_" + graph, "cuda", "bf16", 0.0, 24, phases + "--set train.cuda_graph=" + graph);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("length phase 2 of 2 from step 13 to 24"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("summary: phase 2 (steps 13-24, 4 x 64 tokens per step)"), std::string::npos) << r.output;
+  }
+  auto graphed = metrics("phases_true");
+  EXPECT_EQ(graphed[24]["seq_len"], 64);
+  EXPECT_EQ(graphed[24]["phase"], 2);
+  std::cout << "largest relative loss difference, phases with CUDA graphs vs eager: "
+            << expect_losses_close("phases_false", "phases_true", 1e-4) << "\n";
+  fs::copy(tmp_.str("phases_true"), tmp_.str("resumed"), fs::copy_options::recursive);
+  roformer::core::remove_tree(checkpoint_dir(tmp_.str("resumed"), 24));
+  auto resumed = run_roformer("train --run-dir " + tmp_.str("resumed") + " --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_losses_close("phases_true", "resumed", 1e-4);
+}
+
 // train.device may change on resume; the portable AdamW needs its moments on the new device.
 TEST_F(GpuTrain, ResumeAcrossDevicesWithThePortableAdamW) {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{"cpu", "cuda"}, {"cuda", "cpu"}}) {

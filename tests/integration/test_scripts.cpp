@@ -311,4 +311,8 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
   }
   EXPECT_NE(r.output.find("# default, seq 512"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("# default, seq 128"), std::string::npos) << r.output;
+  // Issue 39's levers, whose GPU savings docs/recipe.md predicts from the profile.
+  for (const char* lever : {"/variants-bench --set model.bias=false", "--set model.hidden_act=gelu_tanh",
+                            "--set model.hidden_dropout=0 --set model.attention_dropout=0"})
+    EXPECT_NE(r.output.find(lever), std::string::npos) << lever << "\n" << r.output;
 }

@@ -382,6 +382,7 @@ TEST(Config, LengthPhasesAreCheckedEntryByEntry) {
   };
   refused("[{from_step: 50, max_len: 256}]", "train.phases[0] has no key 'max_len'; did you mean 'max_seq_len'?");
   refused("[{max_seq_len: 256}]", "train.phases[0] has no from_step");
+  refused("[{from_step:50,max_seq_len:256}]", "'from_step:50' needs a space after its colon ('from_step: 50')");
   refused("[{from_step: 0, max_seq_len: 256}]", "train.phases[0].from_step (0) must be > 0");
   refused("[{from_step: 100, max_seq_len: 256}]", "train.phases[0].from_step (100) must be < train.steps (100)");
   refused("[{from_step: 60, max_seq_len: 256}, {from_step: 40, batch_size: 4}]",
