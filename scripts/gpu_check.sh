@@ -360,7 +360,7 @@ fused_variants() {
 128|fused embedding|--fused-embedding
 512|no biases (issue 39: predicted -2.2 ms bias-gradient reductions)|--set model.bias=false
 512|tanh GELU (issue 39: same kernels until a GEMM epilogue fuses it)|--set model.hidden_act=gelu_tanh
-512|no dropout (issue 39: predicted -1.5 to -2.5 ms dropout kernels and masks)|--set model.hidden_dropout=0 --set model.attention_dropout=0
+512|no dropout (issue 39: predicted -1 to -2 ms: dropout kernels, masks, attention dropout)|--set model.hidden_dropout=0 --set model.attention_dropout=0
 EOF2
 }
 

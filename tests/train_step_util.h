@@ -23,8 +23,8 @@ namespace roformer::test {
 
 constexpr int64_t kStepVocab = 64;
 
-// A two-layer model on 4 x 2 sequences of 32 tokens per step, constant lr 1e-2, no dropout unless
-// the extra overrides add it.
+// A two-layer model on 4 x 2 sequences of 32 tokens per step, constant lr 1e-2, the config's
+// default dropout (model.hidden_dropout and attention_dropout 0.1) unless the extra overrides change it.
 inline config::Config tiny_step_config(bool fused, double grad_clip, const std::string& device = "cpu",
                                        const std::string& precision = "fp32",
                                        const std::vector<std::string>& extra = {}) {
