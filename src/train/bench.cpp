@@ -148,6 +148,10 @@ Measurement measure_steps(BenchedStep& bench, const TrainBenchOptions& o) {
                bench.device().str(), config::to_string(bench.cfg.train.precision),
                bench.cfg.train.param_dtype == config::ParamDtype::kBf16 ? " with bf16 parameters" : "",
                o.synthetic ? "synthetic" : "prepared");
+  if (!bench.cfg.train.phases.empty())
+    spdlog::info("bench: times the first length phase ({} x {} tokens); train.phases' later ones: set "
+                 "data.max_seq_len and train.batch_size to theirs", bench.cfg.train.batch_size,
+                 bench.cfg.data.max_seq_len);
   // The peak counts the warm-up too: CUDA graphs allocate their memory while they are captured there
   // (a replay allocates nothing), so a peak of the measured steps alone would leave it out.
   if (cuda) {
