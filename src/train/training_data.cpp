@@ -19,7 +19,7 @@ namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 
 TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank)
-    : cfg_(plan.cfg), phases_(config::run_phases(plan.cfg)) {
+    : phases_(config::run_phases(plan.cfg)) {
   const config::Config& cfg = plan.cfg;
   auto loader_opts = data::loader_options_from_config(cfg, cfg.train.batch_size);
   loader_opts.seed = cfg.train.seed;

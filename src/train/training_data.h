@@ -55,8 +55,7 @@ class TrainingData : public BatchSource {
                                                       const std::string& name);
 
   std::optional<data::Tokenizer> tokenizer_;  // set by the constructor (Tokenizer has no empty state)
-  config::Config cfg_;
-  std::vector<config::Phase> phases_;
+  std::vector<config::Phase> phases_;      // config::run_phases
   data::LoaderOptions loader_options_;        // the first phase's
   std::shared_ptr<const data::PreparedCorpus> train_corpus_;
   size_t phase_ = 0;
