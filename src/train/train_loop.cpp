@@ -80,7 +80,7 @@ void TrainingRun::log_step(const StepResult& r, MetricsWindow& window) {
   if (step_->scaler().dynamic()) rec.loss_scale = step_->scaler().scale();
   rec.mfu = model_flops_utilization(static_cast<double>(r.n_pred), rec.ms_per_step);
   rec.seq_len = phase().max_seq_len;
-  if (phases_.size() > 1) rec.phase = static_cast<double>(data_->phase() + 1);
+  if (data_->phases().size() > 1) rec.phase = static_cast<double>(data_->phase() + 1);
   last_train_ = rec;
   if (main_rank()) record(rec);
 }
@@ -165,7 +165,7 @@ metrics::RunSummary TrainingRun::summary(const MetricsWindow& window) const {
     const double steps = static_cast<double>(session.steps);
     s.mfu = model_flops_utilization(static_cast<double>(session.n_pred) / steps, 1000.0 * session.seconds / steps);
   }
-  if (phases_.size() > 1) s.phases = phase_figures_;
+  if (data_->phases().size() > 1) s.phases = phase_figures_;
   return s;
 }
 
@@ -201,15 +201,17 @@ void TrainingRun::run() {
     run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
   }
   enter_phase_of_next_step();
-  if (phases_.size() > 1) {
+  const size_t phase_count = data_->phases().size();
+  if (phase_count > 1) {
     std::string plan;
-    for (size_t i = 0; i < phases_.size(); ++i)
-      plan += fmt::format("{}steps {}-{}: {} x {}", i ? ", " : "", phases_[i].first_step + 1, phases_[i].end_step,
-                          phases_[i].batch_size * cfg.train.grad_accum * world_size(), phases_[i].max_seq_len);
+    const auto& phases = data_->phases();
+    for (size_t i = 0; i < phases.size(); ++i)
+      plan += fmt::format("{}steps {}-{}: {} x {}", i ? ", " : "", phases[i].first_step + 1, phases[i].end_step,
+                          phases[i].batch_size * cfg.train.grad_accum * world_size(), phases[i].max_seq_len);
     spdlog::info("length phases (train.phases; sequences x tokens per step): {}", plan);
   }
   spdlog::info("training {} steps from step {}{} | {}", cadence.total, step_->steps_done(),
-               phases_.size() > 1 ? fmt::format(" in length phase {} of {}", data_->phase() + 1, phases_.size()) : "",
+               phase_count > 1 ? fmt::format(" in length phase {} of {}", data_->phase() + 1, phase_count) : "",
                shape_description());
   install_stop_handlers();
   MetricsWindow window;

@@ -31,6 +31,8 @@ class TrainingData : public BatchSource {
   // already served is kept as it is.
   void enter_phase(size_t phase);
   size_t phase() const { return phase_; }
+  // All of the run's phases (config::run_phases): one unless train.phases.
+  const std::vector<config::Phase>& phases() const { return phases_; }
 
   data::Batch next() override { return loader_->next(); }
   int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
@@ -55,7 +57,7 @@ class TrainingData : public BatchSource {
                                                       const std::string& name);
 
   std::optional<data::Tokenizer> tokenizer_;  // set by the constructor (Tokenizer has no empty state)
-  std::vector<config::Phase> phases_;      // config::run_phases
+  std::vector<config::Phase> phases_;         // config::run_phases
   data::LoaderOptions loader_options_;        // the first phase's
   std::shared_ptr<const data::PreparedCorpus> train_corpus_;
   size_t phase_ = 0;

@@ -33,7 +33,7 @@ namespace roformer::train {
 namespace fs = std::filesystem;
 
 TrainingRun::TrainingRun(Plan plan)
-    : plan_(std::move(plan)), placement_(plan_.cfg, plan_.env), phases_(config::run_phases(plan_.cfg)) {
+    : plan_(std::move(plan)), placement_(plan_.cfg, plan_.env) {
   // The placement came first: a device that does not exist leaves no run directory behind.
   setup_run_dir();
   // A schedule that never decays is legal (a short check of the data, a bench), but rarely meant:
@@ -56,7 +56,7 @@ int64_t TrainingRun::global_batch() const {
   return phase().batch_size * plan_.cfg.train.grad_accum * world_size();
 }
 
-const config::Phase& TrainingRun::phase() const { return phases_.at(data_->phase()); }
+const config::Phase& TrainingRun::phase() const { return data_->phases().at(data_->phase()); }
 
 std::string TrainingRun::shape_description() const {
   const config::Config& cfg = plan_.cfg;
@@ -67,7 +67,7 @@ std::string TrainingRun::shape_description() const {
 }
 
 void TrainingRun::count_phase_step(int64_t step, int64_t tokens, double seconds) {
-  if (phases_.size() <= 1) return;
+  if (data_->phases().size() <= 1) return;
   const int64_t number = static_cast<int64_t>(data_->phase()) + 1;
   if (phase_figures_.empty() || phase_figures_.back().phase != number) {
     metrics::RunSummary::PhaseFigures f;
@@ -89,8 +89,8 @@ void TrainingRun::enter_phase_of_next_step() {
   if (index == data_->phase()) return;
   data_->enter_phase(index);
   const config::Phase& p = phase();
-  spdlog::info("length phase {} of {} from step {} to {}: {}", index + 1, phases_.size(), p.first_step + 1, p.end_step,
-               shape_description());
+  spdlog::info("length phase {} of {} from step {} to {}: {}", index + 1, data_->phases().size(), p.first_step + 1,
+               p.end_step, shape_description());
 }
 
 // The run directory: the checkpointer of RUN/checkpoints, and (rank 0) train.log and config.yaml.

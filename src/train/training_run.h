@@ -103,7 +103,6 @@ class TrainingRun {
   std::unique_ptr<ConsoleSink> console_;        // made by run(): its elapsed time is the training's
   std::optional<metrics::EvalRecord> last_eval_;   // the latest evaluation of this session (written, not restored)
   std::optional<metrics::TrainRecord> last_train_;  // the latest logging step of this session
-  std::vector<config::Phase> phases_;               // config::run_phases: one unless train.phases
   std::vector<metrics::RunSummary::PhaseFigures> phase_figures_;  // this session's, with train.phases
 };
 
