@@ -110,7 +110,9 @@ void register_tool_commands(CLI::App& app) {
     cmd->add_option("--format", *format, "Output format")->check(CLI::IsMember({"hf"}))->capture_default_str();
     cmd->add_option("--out", *out, "Output directory (new or empty; never a checkpoint)")->required();
     cmd->add_flag("--force", *force, "Replace the export files in a non-empty --out directory");
-    cmd->callback([checkpoint, out, force] { tools::export_hf(*checkpoint, *out, *force); });
+    // Each option writes into its shared string while the command line is parsed, after this scope
+    // has ended: the callback holds every one of them (format too, though "hf" is all it can be).
+    cmd->callback([checkpoint, out, format, force] { tools::export_hf(*checkpoint, *out, *force); });
   }
 }
 

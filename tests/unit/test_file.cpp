@@ -129,16 +129,17 @@ const char* const kRemoveAllSymbol = "_ZNSt10filesystem10remove_allERKNS_7__cxx1
 const char* const kChildTreeEnv = "ROFORMER_TEST_REMOVE_TREE";
 
 // The path of the loaded shared library whose file name is `name` ("" when none is loaded).
+// The path of a library this process has loaded whose file is `name` or a version of it (name.N...).
 std::string loaded_library(const std::string& name) {
   struct Search {
     std::string name, path;
-  } search{"/" + name, ""};
+  } search{name, ""};
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* data) {
         auto* s = static_cast<Search*>(data);
         const std::string path = info->dlpi_name ? info->dlpi_name : "";
-        if (path.size() >= s->name.size() && path.compare(path.size() - s->name.size(), s->name.size(), s->name) == 0)
-          s->path = path;
+        const std::string file = path.substr(path.rfind('/') + 1);
+        if (file == s->name || file.rfind(s->name + ".", 0) == 0) s->path = path;
         return s->path.empty() ? 0 : 1;
       },
       &search);
@@ -183,7 +184,9 @@ TEST(FileDeathTest, RemoveTreeWorksWithLibtorchsFilesystemCopiesBoundFirst) {
     dir.emplace();
     fill_tree(dir->str("tree"), dir->str("outside"));
     setenv(kChildTreeEnv, dir->str("tree").c_str(), 1);
-    setenv("LD_PRELOAD", libtorch.c_str(), 1);
+    // Under AddressSanitizer (scripts/sanitize.sh) its runtime must stay the first library.
+    const std::string asan = loaded_library("libasan.so");
+    setenv("LD_PRELOAD", (asan.empty() ? libtorch : asan + ":" + libtorch).c_str(), 1);
   }
   const std::string tree = child_tree != nullptr ? child_tree : dir->str("tree");
   const std::string style = GTEST_FLAG_GET(death_test_style);
