@@ -77,6 +77,7 @@ namespace {
 LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch::Device& device) {
   LoadedCheckpoint ck;
   ck.dir = checkpoint;
+  const CheckpointReadLock reading(ck.dir);  // a run training into its directory prunes it later
   auto check = verify_checkpoint(ck.dir);
   if (!check.ok)
     throw Error(fmt::format("checkpoint {} is not usable: {}. `roformer inspect {}` shows its state; an earlier "

@@ -2,8 +2,14 @@
 // see checkpoint/store.h.
 #include "checkpoint/store.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -214,13 +220,43 @@ void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, co
   for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(keep_last, 1)) < all.size(); ++i) {
     const fs::path victim(all[i]);
     if (victim.filename().string() == keep_name) continue;
+    // A reader holds it (CheckpointReadLock): left for a later save to prune. The exclusive lock is
+    // held until it is gone, so a reader that opened it meanwhile finds it renamed away.
+    const int fd = ::open(victim.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      ::close(fd);
+      continue;
+    }
     // Renamed away first, in one step, then deleted: a reader of the run directory (eval, export)
     // sees a checkpoint whole or not at all, never one half deleted.
     const fs::path away = victim.parent_path() / fmt::format(".tmp-pruned-{}-{}", victim.filename().string(), ::getpid());
     std::error_code renamed;
     fs::rename(victim, away, renamed);
     core::remove_tree(renamed ? victim : away, ec);
+    if (fd >= 0) ::close(fd);
   }
+}
+
+CheckpointReadLock::CheckpointReadLock(const std::string& dir) {
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0)
+    throw Error(fmt::format("checkpoint {} cannot be opened: {}", dir, std::strerror(errno)));
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_SH)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) return;  // no flock here (ENOLCK, EINVAL): read unlocked
+  // Opened just before a prune renamed it away: the path is gone or names another directory now.
+  struct stat held {}, now {};
+  if (::fstat(fd_, &held) != 0 || ::stat(dir.c_str(), &now) != 0 || held.st_ino != now.st_ino ||
+      held.st_dev != now.st_dev) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(fmt::format("checkpoint {} was pruned while it was opened", dir));
+  }
+}
+
+CheckpointReadLock::~CheckpointReadLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace roformer::checkpoint

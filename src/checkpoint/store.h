@@ -71,9 +71,25 @@ std::string find_latest_valid_checkpoint(const std::string& checkpoints_dir, std
 // when it is neither or does not exist.
 std::string resolve_checkpoint_dir(const std::string& path);
 
-// Deletes all but the newest `keep_last` complete checkpoints (never `keep`, the one just written),
-// and temporary directories of processes that are no longer running.
+// Deletes all but the newest `keep_last` complete checkpoints (never `keep`, the one just written,
+// nor one a CheckpointReadLock holds: a later save prunes it), and temporary directories of
+// processes that are no longer running.
 void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep = "");
+
+// Held while a checkpoint's files are read (eval, export, fill-mask of a run that is training):
+// a shared flock on the checkpoint's directory, which prune_checkpoints leaves alone. Throws
+// roformer::Error when `dir` is gone, or was pruned while the lock was being taken; where the file
+// system has no flock, the read goes on unlocked (the loader chooses again if its checkpoint goes).
+class CheckpointReadLock {
+ public:
+  explicit CheckpointReadLock(const std::string& dir);
+  ~CheckpointReadLock();
+  CheckpointReadLock(const CheckpointReadLock&) = delete;
+  CheckpointReadLock& operator=(const CheckpointReadLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 
 

@@ -146,6 +146,28 @@ TEST(CheckpointStore, PruneKeepsNewest) {
   EXPECT_FALSE(fs::exists(dir + "/.tmp-step_00000060-99999"));
 }
 
+// A checkpoint a reader holds (eval of a run that is training) is left to a later prune; one that is
+// gone cannot be held.
+TEST(CheckpointStore, PruneLeavesACheckpointBeingReadForALaterSave) {
+  TempDir tmp;
+  const std::string dir = tmp.str("ckpt");
+  const std::string read = save(dir, 10, "w");
+  save(dir, 20, "w");
+  save(dir, 30, "w");
+  {
+    const CheckpointReadLock reading(read);
+    prune_checkpoints(dir, 1);
+    auto left = list_checkpoints(dir);
+    ASSERT_EQ(left.size(), 2u);
+    EXPECT_EQ(fs::path(left[0]).filename().string(), "step_00000010");
+    EXPECT_EQ(fs::path(left[1]).filename().string(), "step_00000030");
+  }
+  prune_checkpoints(dir, 1);
+  ASSERT_EQ(list_checkpoints(dir).size(), 1u);
+  EXPECT_FALSE(fs::exists(read));
+  EXPECT_THROW(CheckpointReadLock{read}, roformer::Error);
+}
+
 TEST(CheckpointStore, FullDiskDuringSaveKeepsPreviousCheckpoint) {
   TempDir tmp;
   const std::string dir = tmp.str("ckpt");
