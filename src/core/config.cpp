@@ -942,10 +942,9 @@ std::vector<Phase> run_phases(const Config& c) {
 }
 
 size_t phase_at(const Config& c, int64_t step) {
-  const auto phases = run_phases(c);
   size_t index = 0;
-  for (size_t i = 1; i < phases.size(); ++i)
-    if (step >= phases[i].first_step) index = i;
+  for (size_t i = 0; i < c.train.phases.size(); ++i)
+    if (step >= c.train.phases[i].from_step) index = i + 1;
   return index;
 }
 
