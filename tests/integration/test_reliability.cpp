@@ -413,7 +413,7 @@ TEST_F(Reliability, SettingsWithoutEffectAreRefusedAndALearningRateJumpIsSaid) {
 TEST_F(Reliability, EvalArgumentsAndItsTemporaryFolderAreNamed) {
   ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
   const std::string eval = "eval --checkpoint " + tmp_.str("run") + " --data " + tmp_.str("train.txt") + " ";
-  for (const std::string& bad : {"--max-sequences 0", "--max-sequences -5", "--seq-len 0"}) {
+  for (const char* bad : {"--max-sequences 0", "--max-sequences -5", "--seq-len 0"}) {
     SCOPED_TRACE(bad);
     expect_user_error(run_roformer(eval + bad), "must be a whole number of at least");
   }
@@ -493,7 +493,9 @@ TEST_F(Reliability, AnExportIsPublishedWholeAndChecksItsTokenizer) {
   for (const auto& e : fs::directory_iterator(hf)) {
     const std::string name = e.path().filename().string();
     EXPECT_EQ(name.find("staging"), std::string::npos) << name << " left";
-    if (name != "README.md") EXPECT_EQ(read_file(e.path().string()), read_file(tmp_.str("hf6/" + name))) << name;
+    if (name != "README.md") {
+      EXPECT_EQ(read_file(e.path().string()), read_file(tmp_.str("hf6/" + name))) << name;
+    }
   }
   EXPECT_NE(read_file(hf + "/README.md").find("| steps | 6 |"), std::string::npos);
 
