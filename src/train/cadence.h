@@ -3,7 +3,9 @@
 // read its values back to the host (a CUDA step between such steps runs without any host sync).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/config.h"
 
@@ -14,11 +16,18 @@ struct Cadence {
   int64_t log_every = 0;   // logging.every
   int64_t eval_every = 0;  // eval.every (0: at the end only)
   int64_t save_every = 0;  // checkpoint.every (0: at the end only)
+  std::vector<int64_t> phase_ends;  // the last step of each length phase but the last (train.phases' from_step)
 
   static Cadence from(const config::Config& c) {
-    return {c.train.steps, c.logging.every, c.eval.every, c.checkpoint.every};
+    Cadence cadence{c.train.steps, c.logging.every, c.eval.every, c.checkpoint.every, {}};
+    for (const config::PhaseConfig& p : c.train.phases) cadence.phase_ends.push_back(p.from_step);
+    return cadence;
   }
-  bool logs(int64_t step) const { return due(log_every, step); }
+  // Every logging.every steps, the last step, and each length phase's last step: a record's window
+  // (its means, tokens/s) never spans two phases.
+  bool logs(int64_t step) const {
+    return due(log_every, step) || std::find(phase_ends.begin(), phase_ends.end(), step) != phase_ends.end();
+  }
   bool evaluates(int64_t step) const { return due(eval_every, step); }
   bool saves(int64_t step) const { return due(save_every, step); }
   // The step's loss, accuracy and gradient norm are read back: something is done with them.

@@ -204,7 +204,9 @@ TEST_F(TrainTest, EachPositionOptionResumesBitForBit) {
     auto first = train(a, position + " --set train.steps=6 --set checkpoint.every=3 "
                        "--set eval.every=3 --set schedule.warmup_steps=2");
     ASSERT_EQ(first.exit_code, 0) << first.output;
-    if (described.count(name)) EXPECT_NE(first.output.find(described.at(name)), std::string::npos) << first.output;
+    if (described.count(name)) {
+      EXPECT_NE(first.output.find(described.at(name)), std::string::npos) << first.output;
+    }
     fs::copy(tmp_.str(a), tmp_.str(b), fs::copy_options::recursive);
     roformer::core::remove_tree(ckpt(b, 6));
     auto second = run_roformer("train --run-dir " + tmp_.str(b) + " --resume auto");
@@ -723,6 +725,23 @@ TEST_F(TrainTest, LengthPhasesResumeBitForBitAcrossTheBoundary) {
     EXPECT_EQ(ma[s]["phase"], s <= 6 ? 1 : 2) << s;
   }
   EXPECT_EQ(ma[12]["tokens_seen"], 6 * 4 * 32 + 6 * 2 * 64);
+  // Logging every 4 steps, a record also closes each phase's last step (6): no window spans two
+  // phases. Its means are those of the steps since the previous record (the same training as a's).
+  auto w = train("w", "--set 'train.phases=[{from_step: 6, max_seq_len: 64, batch_size: 2}]' --set logging.every=4");
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  auto mw = metrics("w");
+  std::vector<int64_t> logged;
+  for (const auto& [s, rec] : mw) logged.push_back(s);
+  EXPECT_EQ(logged, (std::vector<int64_t>{4, 6, 8, 12}));
+  const auto mean_loss = [&](int64_t from, int64_t to) {
+    double sum = 0;
+    for (int64_t s = from; s <= to; ++s) sum += ma[s]["loss"].get<double>();
+    return sum / static_cast<double>(to - from + 1);
+  };
+  EXPECT_DOUBLE_EQ(mw[6]["loss_avg"].get<double>(), mean_loss(5, 6));
+  EXPECT_DOUBLE_EQ(mw[8]["loss_avg"].get<double>(), mean_loss(7, 8));
+  EXPECT_EQ(mw[6]["seq_len"], 32);
+  EXPECT_EQ(mw[8]["seq_len"], 64);
   auto eval = metrics("a", "eval");
   ASSERT_TRUE(eval.count(12));
   EXPECT_EQ(eval[12]["n_tokens"].get<int64_t>(), 64 * eval[12]["n_sequences"].get<int64_t>());
