@@ -224,7 +224,14 @@ def write_report(out_dir, meta, runs):
     by_budget = groups(meta, runs)
     labels = {x["name"]: x["label"] for x in meta["variants"]}
     any_run = next(iter(runs.values()))
-    seq = next((r["eval"]["train_seq_len"] for run in runs.values() for r in run["final"].values() if "eval" in r), 0)
+    # The columns name the length each evaluation ran at: compare_runs.sh evaluates at mult x the
+    # config's data.max_seq_len, whatever length a variant trained at (its own data.max_seq_len, or
+    # the last of its train.phases).
+    seq = next((r["eval"]["seq_len"] // m for run in runs.values() for m, r in run["final"].items() if "eval" in r), 0)
+    trained = sorted({r["eval"]["train_seq_len"] for run in runs.values() for r in run["final"].values() if "eval" in r})
+    trained_text = (f"trained at {trained[0] if trained else seq} tokens" if len(trained) <= 1 else
+                    f"trained at {', '.join(str(t) for t in trained[:-1])} or {trained[-1]} tokens "
+                    "(a phased run counts its last phase's length)")
     mults = sorted({m for run in runs.values() for m in run["final"]})
     longer = [m for m in mults if m != 1]
     seeds = sorted({run["seed"] for run in runs.values()})
@@ -237,7 +244,7 @@ def write_report(out_dir, meta, runs):
     lines = [
         f"# {title}",
         "",
-        f"Each run: {budget_text}, trained at {seq} tokens; seeds {', '.join(str(s) for s in seeds)}. "
+        f"Each run: {budget_text}, {trained_text}; seeds {', '.join(str(s) for s in seeds)}. "
         "Final evaluation on the whole validation split with `roformer eval --seq-len` (mask seed 0); "
         "mean ± sample standard deviation over seeds.",
         "",

@@ -167,6 +167,36 @@ TEST(CompareScript, EveryVariantIsCheckedBeforeAnyRunTrains) {
   }
 }
 
+// A variant may train at another length (its own data.max_seq_len, or train.phases) than the config
+// every evaluation's length is a multiple of: the report's columns name the length each evaluation
+// ran at, whichever run comes first, and its header says which lengths the runs trained at.
+TEST(CompareScript, ColumnsNameTheEvaluatedLengthNotTheTrainedOne) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(40, 3, 21));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(20, 3, 22));
+  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  write_file(tmp.str("v.variants"),
+             "long | trained at 64 | data.max_seq_len=64 train.batch_size=2 model.max_position_embeddings=64\n"
+             "base | trained at 32 |\n");
+  const auto r = run_command("BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() +
+                             " ROFORMER_PYTHON=" + python() + " bash " + source_dir() +
+                             "/scripts/compare_runs.sh --variants-file " + tmp.str("v.variants") + " -c " +
+                             tmp.str("cmp.yaml") + " -o " + tmp.str("out") + " --seeds 1 --lengths '1 2' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const auto& e : read_jsonl(tmp.str("out/evals.jsonl"))) {
+    ASSERT_TRUE(e.contains("eval")) << e.dump();
+    EXPECT_EQ(e["eval"]["seq_len"], 32 * e["mult"].get<int64_t>()) << e.dump();
+    EXPECT_EQ(e["eval"]["train_seq_len"], e["variant"] == "long" ? 64 : 32) << e.dump();
+  }
+  const std::string md = read_file(tmp.str("out/results.md"));
+  EXPECT_NE(md.find("| variant | valid loss @32 | MLM acc @32 | MLM acc @64 | loss @64 | train tokens/s |"),
+            std::string::npos) << md;
+  EXPECT_EQ(md.find("@128"), std::string::npos) << md;
+  EXPECT_NE(md.find("trained at 32 or 64 tokens (a phased run counts its last phase's length)"), std::string::npos)
+      << md;
+}
+
 // scripts/setup.sh's configure step, with a `cmake` that fails after writing the state a failed
 // CMake run leaves (CMakeCache.txt, CMakeFiles/): that state is removed so the next run configures
 // from scratch, and a folder half-configured by someone else is named with the command to clear it.
