@@ -34,10 +34,21 @@ std::string compare_yaml(const std::string& dir) {
          "checkpoint:\n  every: 0\nlogging:\n  every: 3\n  progress: plain\neval:\n  every: 3\n  max_sequences: 8\n";
 }
 
-std::string compare_command(const TempDir& tmp, const std::string& args) {
+// `bash scripts/SCRIPT` with this build's roformer and the project's venv.
+std::string script_command(const std::string& script) {
   return "BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() + " ROFORMER_PYTHON=" + python() + " bash " +
-         source_dir() + "/scripts/compare_positions.sh -c " + tmp.str("cmp.yaml") + " -o " + tmp.str("out") + " " +
+         source_dir() + "/scripts/" + script;
+}
+
+std::string compare_command(const TempDir& tmp, const std::string& args) {
+  return script_command("compare_positions.sh") + " -c " + tmp.str("cmp.yaml") + " -o " + tmp.str("out") + " " +
          args + " 2>&1";
+}
+
+// scripts/compare_runs.sh over the variants of tmp/v.variants, the config tmp/cmp.yaml, into tmp/out.
+std::string compare_runs_command(const TempDir& tmp, const std::string& args) {
+  return script_command("compare_runs.sh") + " --variants-file " + tmp.str("v.variants") + " -c " +
+         tmp.str("cmp.yaml") + " -o " + tmp.str("out") + " " + args + " 2>&1";
 }
 
 std::vector<json> read_jsonl(const std::string& path) {
@@ -147,10 +158,7 @@ TEST(CompareScript, EveryVariantIsCheckedBeforeAnyRunTrains) {
   write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
   auto run_variants = [&](const std::string& variants) {
     write_file(tmp.str("v.variants"), variants);
-    return run_command("BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() + " ROFORMER_PYTHON=" + python() +
-                       " bash " + source_dir() + "/scripts/compare_runs.sh --variants-file " + tmp.str("v.variants") +
-                       " -c " + tmp.str("cmp.yaml") + " -o " + tmp.str("out") +
-                       " --set tokenizer.input_sentence_size=1234569 2>&1");
+    return run_command(compare_runs_command(tmp, "--set tokenizer.input_sentence_size=1234569"));
   };
   const std::string first = "big | exact | tokenizer.input_sentence_size*=3 optimizer.lr*=0.5\n";
   for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
@@ -179,10 +187,7 @@ TEST(CompareScript, ColumnsNameTheEvaluatedLengthNotTheTrainedOne) {
   write_file(tmp.str("v.variants"),
              "long | trained at 64 | data.max_seq_len=64 train.batch_size=2 model.max_position_embeddings=64\n"
              "base | trained at 32 |\n");
-  const auto r = run_command("BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() +
-                             " ROFORMER_PYTHON=" + python() + " bash " + source_dir() +
-                             "/scripts/compare_runs.sh --variants-file " + tmp.str("v.variants") + " -c " +
-                             tmp.str("cmp.yaml") + " -o " + tmp.str("out") + " --seeds 1 --lengths '1 2' 2>&1");
+  const auto r = run_command(compare_runs_command(tmp, "--seeds 1 --lengths '1 2'"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const auto& e : read_jsonl(tmp.str("out/evals.jsonl"))) {
     ASSERT_TRUE(e.contains("eval")) << e.dump();
