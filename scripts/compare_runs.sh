@@ -27,7 +27,9 @@
 # Before each run it prints "run k of n" and, from the second on, the time so far and an estimate of
 # the time left (the mean of the runs so far). Runs go to OUT/runs/VARIANT-sSEED
 # (VARIANT-nSTEPS-sSEED with --steps) and resume (`--resume
-# auto`): run the script again after an interruption and finished runs are only evaluated. OUT keeps
+# auto`): run the script again after an interruption and finished runs are only evaluated (a run
+# that ended before its steps, e.g. stopped by a signal, which saves and exits 0, stops the script
+# with the command to continue it: it is never evaluated as a result). OUT keeps
 # its config (OUT/config.yaml); the script refuses an OUT prepared from another config instead of
 # mixing results. Each run writes TensorBoard event files: `tensorboard --logdir OUT/runs` shows the
 # curves side by side, and its HParams tab the variants' settings against their last eval/accuracy
@@ -53,7 +55,7 @@ while [ $# -gt 0 ]; do
     --lengths) LENGTHS="${2:?--lengths needs a list}"; shift 2 ;;
     --claim) CLAIM="${2:?--claim needs a name}"; shift 2 ;;
     --set) SETS+=(--set "${2:?--set needs KEY=VALUE}"); shift 2 ;;
-    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -199,11 +201,21 @@ for budget in ${BUDGETS:-config}; do
       [ "$RUN_NO" -gt 1 ] && left=", $(hms "$took") so far, about $(hms $((took * (RUNS - RUN_NO + 1) / (RUN_NO - 1)))) left"
       echo "== run $RUN_NO of $RUNS$left =="
       echo "== $v${tag:+, $budget steps}, seed $seed: training into $run =="
-      # shellcheck disable=SC2086
+      # shellcheck disable=SC2046
       "$BIN" train -c "$CONFIG" "${SETS[@]}" $(set_args "$v") "${budget_set[@]}" --set "train.seed=$seed" \
         --set "tokenizer.model=$OUT/tokenizer/tokenizer.model" \
         --set "data.train_files=[$OUT/data/train]" --set "data.valid_files=[$OUT/data/valid]" \
         --set logging.progress=plain --run-dir "$run" --resume auto
+      # A run stopped by a signal saves a checkpoint and exits 0 (docs/training.md): evaluate only a
+      # run that reached the steps it was asked for, never a stopped one as if it were the result.
+      # shellcheck disable=SC2046
+      want="$("$BIN" config print -c "$CONFIG" "${SETS[@]}" $(set_args "$v") "${budget_set[@]}" |
+        awk '$0 == "train:" {t = 1; next} /^[^ ]/ {t = 0} t && index($0, "  steps:") == 1 {print $2; exit}')"
+      latest="$(cat "$run/checkpoints/latest" 2>/dev/null || true)"
+      if [ "$latest" != "$(printf 'step_%08d' "$want")" ]; then
+        at="no checkpoint"; [[ "$latest" =~ ^step_[0-9]+$ ]] && at="step $((10#${latest#step_}))"
+        die "$run ended at $at of the $want steps asked (stopped by a signal?); run the same command again to continue it (--resume auto), or remove $run to train it anew"
+      fi
       for mult in $LENGTHS; do
         len=$((SEQ * mult))
         echo "== $v${tag:+, $budget steps}, seed $seed: evaluating at $len tokens =="

@@ -34,10 +34,10 @@ std::string compare_yaml(const std::string& dir) {
          "checkpoint:\n  every: 0\nlogging:\n  every: 3\n  progress: plain\neval:\n  every: 3\n  max_sequences: 8\n";
 }
 
-// `bash scripts/SCRIPT` with this build's roformer and the project's venv.
-std::string script_command(const std::string& script) {
-  return "BUILD_DIR=" + fs::path(roformer_bin()).parent_path().string() + " ROFORMER_PYTHON=" + python() + " bash " +
-         source_dir() + "/scripts/" + script;
+// `bash scripts/SCRIPT` with the roformer of bin_dir (default this build's) and the project's venv.
+std::string script_command(const std::string& script, std::string bin_dir = "") {
+  if (bin_dir.empty()) bin_dir = fs::path(roformer_bin()).parent_path().string();
+  return "BUILD_DIR=" + bin_dir + " ROFORMER_PYTHON=" + python() + " bash " + source_dir() + "/scripts/" + script;
 }
 
 std::string compare_command(const TempDir& tmp, const std::string& args) {
@@ -46,8 +46,8 @@ std::string compare_command(const TempDir& tmp, const std::string& args) {
 }
 
 // scripts/compare_runs.sh over the variants of tmp/v.variants, the config tmp/cmp.yaml, into tmp/out.
-std::string compare_runs_command(const TempDir& tmp, const std::string& args) {
-  return script_command("compare_runs.sh") + " --variants-file " + tmp.str("v.variants") + " -c " +
+std::string compare_runs_command(const TempDir& tmp, const std::string& args, const std::string& bin_dir = "") {
+  return script_command("compare_runs.sh", bin_dir) + " --variants-file " + tmp.str("v.variants") + " -c " +
          tmp.str("cmp.yaml") + " -o " + tmp.str("out") + " " + args + " 2>&1";
 }
 
@@ -200,6 +200,37 @@ TEST(CompareScript, ColumnsNameTheEvaluatedLengthNotTheTrainedOne) {
   EXPECT_EQ(md.find("@128"), std::string::npos) << md;
   EXPECT_NE(md.find("trained at 32 or 64 tokens (a phased run counts its last phase's length)"), std::string::npos)
       << md;
+}
+
+// A stopped run is not a result: SIGTERM saves a checkpoint and exits 0 (docs/training.md), so the
+// script checks that each run reached the steps it asked for before evaluating it, and stops naming
+// the run, the step it reached and how to go on. Here a roformer whose `train` ends at step 2 of the
+// 6 asked, exiting 0 as a signalled stop does.
+TEST(CompareScript, ARunThatStoppedEarlyIsNotEvaluated) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 21));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 3, 22));
+  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  write_file(tmp.str("v.variants"), "base | the config |\n");
+  fs::create_directories(tmp.str("bin"));
+  write_file(tmp.str("bin/roformer"), "#!/usr/bin/env bash\n[ \"$1\" = train ] && exec " + roformer_bin() +
+                                          " \"$@\" --set train.steps=2\nexec " + roformer_bin() + " \"$@\"\n");
+  fs::permissions(tmp.str("bin/roformer"), fs::perms::owner_all);
+  const auto r = run_command(compare_runs_command(tmp, "--seeds 1", tmp.str("bin")));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const std::string run = tmp.str("out/runs/base-s1");
+  EXPECT_NE(r.output.find(run + " ended at step 2 of the 6 steps asked (stopped by a signal?); run the same command "
+                                "again to continue it (--resume auto), or remove " + run + " to train it anew"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("evaluating at"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(tmp.str("out/evals.jsonl")), "") << "no result recorded for the stopped run";
+  // The real roformer continues the run from its step-2 checkpoint and the comparison completes.
+  const auto resumed = run_command(compare_runs_command(tmp, "--seeds 1"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const auto evals = read_jsonl(tmp.str("out/evals.jsonl"));
+  ASSERT_EQ(evals.size(), 1u);
+  EXPECT_EQ(evals[0]["eval"]["step"], 6) << evals[0].dump();
 }
 
 // scripts/setup.sh's configure step, with a `cmake` that fails after writing the state a failed
