@@ -27,7 +27,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case " $* " in
-  *" -h "*|*" --help "*) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *" -h "*|*" --help "*) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "${BASH_SOURCE[0]}"; exit 0 ;;
   *" -c "*|*" --config "*) ;;
   *) export BROWN_DIR="${BROWN_DIR:-$ROOT/../shared/data/brown}" ;;
 esac

@@ -233,6 +233,24 @@ TEST(CompareScript, ARunThatStoppedEarlyIsNotEvaluated) {
   EXPECT_EQ(evals[0]["eval"]["step"], 6) << evals[0].dump();
 }
 
+// Each script's --help is its whole header comment (the lines after the shebang up to the first
+// line of code, '# ' stripped) and nothing else: a fixed line range went stale as headers grew
+// (gpu_check.sh's dropped its Env paragraph, compare_recipe.sh's printed `set -euo pipefail`).
+TEST(ScriptHelp, IsTheWholeHeaderComment) {
+  for (const std::string script : {"compare_runs.sh", "compare_positions.sh", "compare_recipe.sh", "gpu_check.sh"}) {
+    SCOPED_TRACE(script);
+    std::istringstream lines(read_file(source_dir() + "/scripts/" + script));
+    std::string line, header;
+    std::getline(lines, line);  // the shebang
+    while (std::getline(lines, line) && !line.empty() && line[0] == '#')
+      header += line.substr(line.rfind("# ", 0) == 0 ? 2 : 1) + "\n";
+    ASSERT_GT(std::count(header.begin(), header.end(), '\n'), 10) << header;
+    const auto r = run_command("bash " + source_dir() + "/scripts/" + script + " --help 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output, header);
+  }
+}
+
 // scripts/setup.sh's configure step, with a `cmake` that fails after writing the state a failed
 // CMake run leaves (CMakeCache.txt, CMakeFiles/): that state is removed so the next run configures
 // from scratch, and a folder half-configured by someone else is named with the command to clear it.
