@@ -96,10 +96,11 @@ for m in $LENGTHS; do [[ "$m" =~ ^[1-9][0-9]*$ ]] || die "length multiple '$m' i
 
 # The resolved config (file + --set), validated by roformer itself; a bad key stops here.
 RESOLVED="$("$BIN" config print -c "$CONFIG" "${SETS[@]}")" || die "the config does not resolve (see above)"
-key() {  # key SECTION NAME: a scalar of the resolved config
-  awk -v s="$1:" -v k="  $2:" '$0 == s {in_s = 1; next} /^[^ ]/ {in_s = 0} in_s && index($0, k) == 1 {
-    sub(/^[^:]*: */, ""); gsub(/"/, ""); print; exit }' <<<"$RESOLVED"
+key_of() {  # key_of TEXT SECTION NAME: a scalar of a resolved config (`roformer config print`)
+  awk -v s="$2:" -v k="  $3:" '$0 == s {in_s = 1; next} /^[^ ]/ {in_s = 0} in_s && index($0, k) == 1 {
+    sub(/^[^:]*: */, ""); gsub(/"/, ""); print; exit }' <<<"$1"
 }
+key() { key_of "$RESOLVED" "$@"; }  # key SECTION NAME: a scalar of the resolved config
 files() {  # files NAME: the one file of data.NAME ([a] -> a)
   local v; v="$(key data "$1")"; v="${v#[}"; v="${v%]}"
   [[ "$v" != *,* && -n "$v" ]] || die "data.$1 must list one file for this script, got [$v]"
@@ -138,12 +139,15 @@ set_args() {
   echo "$out"
 }
 # Every variant's config, resolved and validated by roformer before the first run trains: a bad factor,
-# key or value stops here, not after the variants before it have trained.
+# key or value stops here, not after the variants before it have trained. STEPS_OF[variant]: its
+# train.steps (a --steps budget overrides it), which each run must reach before it is evaluated.
+declare -A STEPS_OF
 for v in $VARIANTS; do
   args="$(set_args "$v")" || exit 1
   echo "== variant $v:${args:- (the config as it is)}"
   # shellcheck disable=SC2086
-  "$BIN" config print -c "$CONFIG" "${SETS[@]}" $args >/dev/null || die "variant '$v' (${args# }) does not resolve (see above)"
+  resolved="$("$BIN" config print -c "$CONFIG" "${SETS[@]}" $args)" || die "variant '$v' (${args# }) does not resolve (see above)"
+  STEPS_OF[$v]="$(key_of "$resolved" train steps)"
 done
 
 mkdir -p "$OUT"
@@ -208,9 +212,7 @@ for budget in ${BUDGETS:-config}; do
         --set logging.progress=plain --run-dir "$run" --resume auto
       # A run stopped by a signal saves a checkpoint and exits 0 (docs/training.md): evaluate only a
       # run that reached the steps it was asked for, never a stopped one as if it were the result.
-      # shellcheck disable=SC2046
-      want="$("$BIN" config print -c "$CONFIG" "${SETS[@]}" $(set_args "$v") "${budget_set[@]}" |
-        awk '$0 == "train:" {t = 1; next} /^[^ ]/ {t = 0} t && index($0, "  steps:") == 1 {print $2; exit}')"
+      want="${STEPS_OF[$v]}"; [ "$budget" = config ] || want="$budget"
       latest="$(cat "$run/checkpoints/latest" 2>/dev/null || true)"
       if [ "$latest" != "$(printf 'step_%08d' "$want")" ]; then
         at="no checkpoint"; [[ "$latest" =~ ^step_[0-9]+$ ]] && at="step $((10#${latest#step_}))"
