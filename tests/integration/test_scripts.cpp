@@ -34,6 +34,14 @@ std::string compare_yaml(const std::string& dir) {
          "checkpoint:\n  every: 0\nlogging:\n  every: 3\n  progress: plain\neval:\n  every: 3\n  max_sequences: 8\n";
 }
 
+// The comparison scripts' inputs in tmp: synthetic train.txt and valid.txt of the given numbers of
+// documents, and cmp.yaml (compare_yaml) reading them.
+void write_compare_inputs(const TempDir& tmp, int train_documents, int valid_documents) {
+  write_file(tmp.str("train.txt"), synthetic_corpus(train_documents, 3, 21));
+  write_file(tmp.str("valid.txt"), synthetic_corpus(valid_documents, 3, 22));
+  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+}
+
 // `bash scripts/SCRIPT` with the roformer of bin_dir (default this build's) and the project's venv.
 std::string script_command(const std::string& script, std::string bin_dir = "") {
   if (bin_dir.empty()) bin_dir = fs::path(roformer_bin()).parent_path().string();
@@ -65,9 +73,7 @@ std::vector<json> read_jsonl(const std::string& path) {
 TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
   if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
   TempDir tmp;
-  write_file(tmp.str("train.txt"), synthetic_corpus(60, 3, 21));
-  write_file(tmp.str("valid.txt"), synthetic_corpus(40, 3, 22));
-  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  write_compare_inputs(tmp, 60, 40);
   const std::string args = "--variants 'rotary absolute' --seeds '1 2'";
   auto r = run_command(compare_command(tmp, args));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -153,9 +159,7 @@ TEST(CompareScript, TrainsEachVariantEvaluatesLongerAndReports) {
 TEST(CompareScript, EveryVariantIsCheckedBeforeAnyRunTrains) {
   if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
   TempDir tmp;
-  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 21));
-  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 3, 22));
-  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  write_compare_inputs(tmp, 20, 10);
   auto run_variants = [&](const std::string& variants) {
     write_file(tmp.str("v.variants"), variants);
     return run_command(compare_runs_command(tmp, "--set tokenizer.input_sentence_size=1234569"));
@@ -181,9 +185,7 @@ TEST(CompareScript, EveryVariantIsCheckedBeforeAnyRunTrains) {
 TEST(CompareScript, ColumnsNameTheEvaluatedLengthNotTheTrainedOne) {
   if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
   TempDir tmp;
-  write_file(tmp.str("train.txt"), synthetic_corpus(40, 3, 21));
-  write_file(tmp.str("valid.txt"), synthetic_corpus(20, 3, 22));
-  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  write_compare_inputs(tmp, 40, 20);
   write_file(tmp.str("v.variants"),
              "long | trained at 64 | data.max_seq_len=64 train.batch_size=2 model.max_position_embeddings=64\n"
              "base | trained at 32 |\n");
@@ -209,9 +211,7 @@ TEST(CompareScript, ColumnsNameTheEvaluatedLengthNotTheTrainedOne) {
 TEST(CompareScript, ARunThatStoppedEarlyIsNotEvaluated) {
   if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
   TempDir tmp;
-  write_file(tmp.str("train.txt"), synthetic_corpus(20, 3, 21));
-  write_file(tmp.str("valid.txt"), synthetic_corpus(10, 3, 22));
-  write_file(tmp.str("cmp.yaml"), compare_yaml(tmp.str()));
+  write_compare_inputs(tmp, 20, 10);
   write_file(tmp.str("v.variants"), "base | the config |\n");
   fs::create_directories(tmp.str("bin"));
   write_file(tmp.str("bin/roformer"), "#!/usr/bin/env bash\n[ \"$1\" = train ] && exec " + roformer_bin() +
