@@ -5,6 +5,8 @@
 
 #include <limits>
 
+#include "kernels/op_paths.h"
+
 namespace roformer::kernels {
 
 using torch::Tensor;
@@ -76,7 +78,10 @@ std::optional<std::string> triton_cross_entropy_unsupported(const Tensor& logits
 CrossEntropyOutput cross_entropy_sum(const Tensor& logits, const Tensor& labels, Backend backend) {
   TORCH_CHECK(logits.dim() == 2 && labels.dim() == 1 && labels.size(0) == logits.size(0),
               "cross_entropy_sum: logits ", logits.sizes(), " and labels ", labels.sizes(), " are not (P, V) and (P,)");
-  if (backend == Backend::kTriton && !triton_cross_entropy_unsupported(logits, labels)) {
+  const auto why_not = backend == Backend::kTriton ? triton_cross_entropy_unsupported(logits, labels)
+                                                   : aten_asked_for(logits);
+  note_op_path("cross_entropy_sum", why_not);
+  if (!why_not) {
     auto out = CrossEntropyFunction::apply(logits, labels);
     return {out[0], out[1]};
   }

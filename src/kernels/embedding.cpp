@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "kernels/op_paths.h"
+
 namespace roformer::kernels {
 
 using torch::Tensor;
@@ -73,7 +75,7 @@ class EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
     const double p = ctx->saved_data["p"].toDouble();
     const auto offsets = ctx->saved_data["offsets"].toIntVector();  // position offset, padding_idx
     const int64_t M = z.size(0), E = z.size(1);
-    auto dy = grads[0].reshape({M, E}).contiguous();
+    auto dy = contiguous_aligned(grads[0].reshape({M, E}), "embedding_layer_norm", "dy");  // aligned rows
     auto dz = torch::empty_like(z);
     const auto [rows, programs] = layer_norm_backward_blocks(M, z.device());
     auto partial = torch::empty({2, programs, E}, z.options().dtype(torch::kFloat));
@@ -134,7 +136,10 @@ Tensor embedding_layer_norm(const EmbeddingInputs& in, const Tensor& gamma, cons
   TORCH_CHECK(!in.position.defined() || in.position_offset + in.ids.size(1) <= in.position.size(0),
               "embedding_layer_norm: positions ", in.position_offset, "..", in.position_offset + in.ids.size(1) - 1,
               " outside the ", in.position.size(0), "-row table");
-  if (backend == Backend::kTriton && !triton_embedding_unsupported(in, gamma, beta)) {
+  const auto why_not = backend == Backend::kTriton ? triton_embedding_unsupported(in, gamma, beta)
+                                                   : aten_asked_for(in.word);
+  note_op_path("embedding_layer_norm", why_not);
+  if (!why_not) {
     auto optional = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
     return EmbeddingFunction::apply(in.word, optional(in.type), optional(in.position), gamma, beta, in, p, eps)[0];
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/dropout_rng.h"
+#include "kernels/op_paths.h"
 #include "kernels/triton_runtime.h"
 
 namespace roformer::kernels {
@@ -18,6 +19,7 @@ using torch::autograd::variable_list;
 namespace {
 
 constexpr int64_t kMaxWidth = 4096;  // the widest BLOCK_H compiled (layer_norm.py, BLOCKS)
+const char* const kOp = "residual_dropout_layer_norm";  // its name in op_paths
 
 // ---- ATen path -------------------------------------------------------------------------------------
 variable_list aten_forward(AutogradContext* ctx, const Tensor& x, const Tensor& residual, const Tensor& gamma,
@@ -78,8 +80,9 @@ std::array<Tensor, 4> triton_backward(AutogradContext* ctx, Tensor dy, const Ten
   const Tensor &z = saved[0], &mean = saved[1], &rstd = saved[2], &gamma = saved[3], &rng_used = saved[4];
   const int64_t H = z.size(-1), M = z.numel() / H;
   if (!dy.defined()) dy = torch::zeros_like(z);  // only z was used downstream
-  dy = dy.contiguous();
-  const Tensor dz_in = dz_out.defined() ? dz_out.contiguous() : Tensor();
+  // The kernel assumes 16-byte aligned rows, as the forward checked for its inputs.
+  dy = contiguous_aligned(dy, kOp, "dy");
+  const Tensor dz_in = dz_out.defined() ? contiguous_aligned(dz_out, kOp, "dz") : Tensor();
   const auto [rows, programs] = layer_norm_backward_blocks(M, z.device());
   const bool store_dr = need_dr || p == 0;  // without dropout dx is dz: stored once, returned twice
   auto dr = store_dr ? torch::empty_like(z) : Tensor();
@@ -189,7 +192,10 @@ ResidualLayerNormOutput residual_dropout_layer_norm(const Tensor& x, const Tenso
                                                     const Tensor& keep) {
   TORCH_CHECK(p >= 0 && p < 1, "residual_dropout_layer_norm: p = ", p, " outside [0, 1)");
   TORCH_CHECK(!keep.defined() || backend == Backend::kAten, "an explicit keep mask is for the ATen path only");
-  const bool triton = backend == Backend::kTriton && !triton_layer_norm_unsupported(x, residual, gamma, beta);
+  const auto why_not = backend == Backend::kTriton ? triton_layer_norm_unsupported(x, residual, gamma, beta)
+                                                   : aten_asked_for(x);
+  note_op_path(kOp, why_not);
+  const bool triton = !why_not;
   auto optional = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
   auto out = ResidualDropoutLayerNormFunction::apply(x, optional(residual), gamma, beta, p, eps, triton, optional(keep));
   return {out[0], out[1]};

@@ -31,6 +31,10 @@ enum class Backend { kAten, kTriton };
 // What the model asks for on `device` (model/kernel_policy.h's fused entries): the Triton kernel on
 // CUDA (each op falls back to kAten where the kernel cannot run), ATen on the CPU.
 inline Backend backend_for(const torch::Device& device) { return device.is_cuda() ? Backend::kTriton : Backend::kAten; }
+// Why an op given Backend::kAten runs its ATen path, as op_paths records it: the CPU, or asked for.
+inline std::string aten_asked_for(const torch::Tensor& x) {
+  return x.is_cuda() ? "the ATen backend was asked for" : "the CPU";
+}
 
 struct ResidualLayerNormOutput {
   torch::Tensor y;  // (..., H) LayerNorm(z)

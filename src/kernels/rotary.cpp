@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "kernels/op_paths.h"
+
 namespace roformer::kernels {
 
 using torch::Tensor;
@@ -42,7 +44,7 @@ class RotaryFunction : public torch::autograd::Function<RotaryFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto table = ctx->get_saved_variables()[0];
-    auto g = grads[0].contiguous();  // (B, T, 2, N, D)
+    auto g = contiguous_aligned(grads[0], "rotary_qk", "the gradient");  // (B, T, 2, N, D), aligned rows
     const int64_t T = g.size(1), N = g.size(3), D = g.size(4);
     auto dqk = torch::empty_like(g);
     auto plan = plan_rotary(g, 2 * N * D, dqk, table, T, N * D, D, true);
@@ -82,8 +84,9 @@ Tensor rotary_qk(const Tensor& qk, const Tensor& table, Backend backend) {
                   table.size(1) == qk.size(4),
               "rotary_qk: qk ", qk.sizes(), " is not (B, T, 2, N, D) with even D, or the table ", table.sizes(),
               " is not (>= T, D)");
-  if (backend == Backend::kTriton && !triton_rotary_unsupported(qk, table)) return RotaryFunction::apply(qk, table)[0];
-  return aten_rotary(qk, table);
+  const auto why_not = backend == Backend::kTriton ? triton_rotary_unsupported(qk, table) : aten_asked_for(qk);
+  note_op_path("rotary_qk", why_not);
+  return why_not ? aten_rotary(qk, table) : RotaryFunction::apply(qk, table)[0];
 }
 
 }  // namespace roformer::kernels

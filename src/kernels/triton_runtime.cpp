@@ -3,11 +3,15 @@
 // ROFORMER_WITH_TRITON_KERNELS (CMakeLists.txt, "Fused kernels"), which implies a CUDA LibTorch.
 #include "kernels/triton_runtime.h"
 
+#include <torch/torch.h>
+
 #include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
+
+#include "kernels/op_paths.h"
 
 #ifdef ROFORMER_WITH_TRITON_KERNELS
 #include <ATen/cuda/CUDAContext.h>
@@ -50,6 +54,35 @@ std::optional<std::string> triton_device_unsupported(const torch::Tensor& x, con
 }
 
 bool aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+torch::Tensor contiguous_aligned(const torch::Tensor& t, const std::string& op, const std::string& name) {
+  if (t.is_contiguous() && aligned16(t)) return t;
+  if (!t.is_contiguous()) {
+    auto c = t.contiguous();  // a new allocation: aligned (the allocators align far beyond 16 bytes)
+    if (aligned16(c)) return c;
+  }
+  note_op_path_text(op, "triton, " + name + " copied to an aligned buffer (it came as a view at an unaligned offset)");
+  auto copy = torch::empty(t.sizes(), t.options().memory_format(torch::MemoryFormat::Contiguous));
+  copy.copy_(t);
+  TORCH_CHECK(aligned16(copy), op, ": a fresh ", name, " buffer is not 16-byte aligned");
+  return copy;
+}
+
+std::optional<std::string> divisibility_violation(const TritonImage& image, const KernelArgs& args) {
+  const std::string flags = image.divisible16 ? image.divisible16 : "";
+  for (size_t i = 0; i < flags.size() && i < args.size(); ++i) {
+    if (flags[i] != '1') continue;
+    const uint64_t bits = args.bits(i);
+    const bool pointer = !args.type(i).empty() && args.type(i)[0] == '*';
+    // An i32 sits in the slot's low 4 bytes (two's complement: divisibility reads the same there).
+    const uint64_t value = args.type(i) == "i32" ? (bits & 0xffffffffu) : bits;
+    if (value % 16 != 0)
+      return "argument " + std::to_string(i) + " (" + args.type(i) + ") is " + std::to_string(value) +
+             (pointer ? ", an address not 16-byte aligned" : ", not a multiple of 16") + ", which " + image.kernel +
+             "/" + image.variant + " was compiled to assume";
+  }
+  return std::nullopt;
+}
 
 std::string triton_pointer_type(torch::ScalarType dtype) {
   switch (dtype) {
@@ -238,6 +271,9 @@ void launch_triton(const std::string& kernel, const std::string& variant, const 
               " (this build has sm_90 and sm_80)");
   TORCH_CHECK(args.signature() == image->signature, "Triton kernel ", kernel, "/", variant, " takes (",
               image->signature, ") but was given (", args.signature(), "): src/kernels/triton and its C++ caller disagree");
+  if (auto bad = divisibility_violation(*image, args))
+    TORCH_CHECK(false, "Triton kernel ", kernel, "/", variant, " not launched: ", *bad,
+                " (the op should have taken its ATen path or copied the tensor)");
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
   c10::cuda::CUDAGuard guard(device);
   CUfunction fn = function_for(*image, device.index());

@@ -37,6 +37,9 @@ struct TritonImage {
   const char* signature;  // the runtime parameters' types in order, e.g. "*bf16,*fp32,i64,i32,fp32"
   const unsigned char* cubin;
   size_t cubin_size;
+  // One character per runtime parameter: '1' where the kernel was compiled assuming it 16-byte
+  // aligned (a pointer) or a multiple of 16 (an integer; aot.py's ":16"), '0' elsewhere.
+  const char* divisible16;
 };
 
 // Every image linked into this build; empty without ROFORMER_WITH_TRITON_KERNELS.
@@ -60,6 +63,9 @@ class KernelArgs {
   // "*bf16,*i64,i32,fp32,...", comparable with TritonImage::signature.
   std::string signature() const;
   size_t size() const { return types_.size(); }
+  // Argument i as stored: an address, or an integer in the slot's first 4 or 8 bytes.
+  uint64_t bits(size_t i) const { return values_.at(i); }
+  const std::string& type(size_t i) const { return types_.at(i); }  // "*bf16", "i32", ...
   // Pointers to each stored value, then the two scratch pointers (null) every Triton 3.x kernel
   // takes last: the kernelParams array of cuLaunchKernel. Valid while this object lives unchanged.
   std::vector<void*> launch_params();
@@ -74,9 +80,15 @@ class KernelArgs {
 // The Triton pointer type of a dtype: "*bf16", "*fp32", "*i64", "*u8", ...
 std::string triton_pointer_type(torch::ScalarType dtype);
 
+// Why `args` break what `image` was compiled to assume (nullopt: they keep it): a pointer parameter
+// compiled as 16-byte aligned given an address that is not, or an integer one compiled as a multiple
+// of 16 given a value that is not. Such a launch would read and write the wrong bytes.
+std::optional<std::string> divisibility_violation(const TritonImage& image, const KernelArgs& args);
+
 // Launches kernel/variant with grid (x, y, z) programs on the current CUDA stream of `device`.
 // Throws (TORCH_CHECK) when no image exists for the device, when `args` does not match the image's
-// signature (both are printed), or when the driver refuses.
+// signature (both are printed) or its alignment (divisibility_violation), or when the driver refuses.
+// The ops check their tensors first and take another path (op_paths.h) rather than reach this error.
 void launch_triton(const std::string& kernel, const std::string& variant, const torch::Device& device,
                    std::array<uint32_t, 3> grid, KernelArgs& args);
 
@@ -87,6 +99,10 @@ std::optional<std::string> triton_device_unsupported(const torch::Tensor& x, con
                                                      const std::string& variant);
 // t's data starts at a 16-byte boundary (what the kernels' ":16" pointer hints promise).
 bool aligned16(const torch::Tensor& t);
+// t as a kernel may read it: contiguous and 16-byte aligned. A gradient can arrive as a contiguous
+// view at any offset (the backward of cat hands each input a slice of the output's gradient): it is
+// then copied into a fresh buffer, and the copy is noted as `op`'s path (op_paths.h), once.
+torch::Tensor contiguous_aligned(const torch::Tensor& t, const std::string& op, const std::string& name);
 
 // The device's compute capability (major, minor); CUDA builds only (throws elsewhere).
 std::pair<int, int> device_capability(const torch::Device& device);

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "dist/env.h"
+#include "kernels/op_paths.h"
 #include "model/flops.h"
 #include "model/kernel_policy.h"
 #include "train/optimizer.h"
@@ -222,6 +223,8 @@ json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
           {"fused_rotary", policy.fused_rotary},
           {"fused_cross_entropy", policy.fused_cross_entropy},
           {"fused_embedding", policy.fused_embedding},
+          // Each fused op that ran: "triton", or "aten (why)" where it fell back (kernels/op_paths.h).
+          {"kernel_paths", kernels::op_paths()},
           {"fused_adamw", bench.step->optimizer().fused()},
           {"cuda_graph", bench.step->cuda_graphs() != nullptr},
           {"attention_backend", attention_kernel_used(bench, o)},

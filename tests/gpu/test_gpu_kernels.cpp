@@ -24,6 +24,7 @@
 #include "kernels/dropout_rng.h"
 #include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
+#include "kernels/op_paths.h"
 #include "kernels/rotary.h"
 #include "kernels/triton_runtime.h"
 
@@ -341,6 +342,66 @@ TEST(KernelsOnCuda, EmbeddingLayerNormMatchesTheAtenPath) {
     compare_embedding(32, 512, 768, dtype, 0.1, false, false);  // RoFormer-base: word + type row 0
     compare_embedding(3, 7, 48, dtype, 0.1, true, true);        // BERT-style: per-token types, absolute positions
     compare_embedding(2, 9, 128, dtype, 0.0, false, true);
+  }
+}
+
+// sum(out * w) with out's gradient handed to its op as a contiguous view one element past an
+// aligned start (unaligned = true: out enters a cat after one element, and cat's backward slices the
+// joined gradient), or as the plain aligned w.
+Tensor weighted_sum(const Tensor& out, const Tensor& w, bool unaligned) {
+  auto flat = out.reshape(-1);  // in out's dtype: the cast's backward would hand back a fresh tensor
+  if (!unaligned) return (flat.to(torch::kFloat) * w.reshape(-1)).sum();
+  auto joined = torch::cat({torch::zeros({1}, flat.options()), flat});  // flat's grad: joined's, sliced at 1
+  return (joined.to(torch::kFloat) * torch::cat({torch::zeros({1}, w.options()), w.reshape(-1)})).sum();
+}
+
+// The backward passes take their incoming gradients as the forwards take their inputs (issue 51): a
+// gradient that arrives as a contiguous view at an unaligned offset is copied to an aligned buffer
+// first (noted as the op's path), so the gradients equal those of an aligned one bit for bit; without
+// the copy the kernels would read it as if aligned (launch_triton now refuses such a launch).
+TEST(KernelsOnCuda, BackwardsTakeGradientsAtUnalignedOffsets) {
+  REQUIRE_KERNELS();
+  reset_op_paths();
+  auto o = torch::TensorOptions().device(cuda());
+  torch::manual_seed(13);
+  {  // residual + LayerNorm, bf16 (2-byte elements: one element is 2 bytes off)
+    auto in = ln_inputs(8, 64, torch::kBFloat16, true, false);
+    auto w = torch::randn({8, 64}, o);
+    std::vector<Tensor> grads[2];
+    for (const bool unaligned : {false, true}) {
+      auto out = residual_dropout_layer_norm(in.x, in.r, in.gamma, in.beta, 0.0, 1e-5, Backend::kTriton);
+      grads[unaligned] = torch::autograd::grad({weighted_sum(out.y, w, unaligned)}, {in.x, in.r, in.gamma, in.beta});
+    }
+    for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(torch::equal(grads[1][i], grads[0][i])) << "layer norm " << i;
+  }
+  {  // rotary on the packed q|k, fp32
+    auto qk = torch::randn({2, 16, 2, 2, 16}, o).requires_grad_();
+    auto table = torch::randn({16, 16}, o);
+    auto w = torch::randn({2, 16, 2, 2, 16}, o);
+    Tensor g[2];
+    for (const bool unaligned : {false, true})
+      g[unaligned] = torch::autograd::grad({weighted_sum(rotary_qk(qk, table, Backend::kTriton), w, unaligned)}, {qk})[0];
+    EXPECT_TRUE(torch::equal(g[1], g[0])) << "rotary";
+  }
+  {  // embeddings + LayerNorm, bf16
+    EmbeddingInputs in;
+    in.ids = torch::randint(0, 100, {2, 8}, o.dtype(torch::kLong));
+    in.word = torch::randn({100, 32}, o).to(torch::kBFloat16).requires_grad_();
+    auto gamma = torch::ones({32}, o).to(torch::kBFloat16).requires_grad_();
+    auto beta = torch::zeros({32}, o).to(torch::kBFloat16).requires_grad_();
+    auto w = torch::randn({2, 8, 32}, o);
+    std::vector<Tensor> grads[2];
+    for (const bool unaligned : {false, true}) {
+      auto y = embedding_layer_norm(in, gamma, beta, 0.0, 1e-5, Backend::kTriton);
+      grads[unaligned] = torch::autograd::grad({weighted_sum(y, w, unaligned)}, {in.word, gamma, beta});
+    }
+    for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(torch::equal(grads[1][i], grads[0][i])) << "embedding " << i;
+  }
+  const auto paths = op_paths();
+  for (const char* op : {"residual_dropout_layer_norm", "rotary_qk", "embedding_layer_norm"}) {
+    ASSERT_TRUE(paths.count(op)) << op;
+    EXPECT_NE(paths.at(op).find("copied to an aligned buffer"), std::string::npos) << op << ": " << paths.at(op);
+    EXPECT_EQ(paths.at(op).find("aten"), std::string::npos) << op << " fell back: " << paths.at(op);
   }
 }
 

@@ -142,12 +142,23 @@ TEST_F(BenchTest, FusedOpFlagsAreRecorded) {
     const json j = last_json(r.output);
     for (const auto& other : keys) EXPECT_EQ(j.at(other), other == key) << flag << " " << other;
   }
-  r = run_roformer(run + " --fused-all");
+  r = run_roformer(run + " --fused-all --set logging.level=info");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json all = last_json(r.output);
   for (const auto& key : keys) EXPECT_EQ(all.at(key), true) << key;
   EXPECT_NEAR(all.at("final_loss").get<double>(), plain.at("final_loss").get<double>(),
               1e-4 * plain.at("final_loss").get<double>());
+  // Which path each op ran (issue 51): the record names it, the log says it once per op and path.
+  EXPECT_EQ(plain.at("kernel_paths"), json::object()) << "no fused op ran";
+  const json expected_paths = {{"cross_entropy_sum", "aten (the CPU)"},
+                               {"embedding_layer_norm", "aten (the CPU)"},
+                               {"residual_dropout_layer_norm", "aten (the CPU)"},
+                               {"rotary_qk", "aten (the CPU)"}};
+  EXPECT_EQ(all.at("kernel_paths"), expected_paths) << all.dump();
+  const std::string line = "fused op residual_dropout_layer_norm: aten (the CPU)";
+  const auto first = r.output.find(line);
+  EXPECT_NE(first, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(line, first + 1), std::string::npos) << "said once, not per call:\n" << r.output;
 }
 
 // --profile writes a Chrome trace of extra steps (outside the measured ones) that the summary

@@ -13,6 +13,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
+#include "kernels/op_paths.h"
 #include "kernels/rotary.h"
 #include "kernels/triton_runtime.h"
 #include "model/rotary.h"
@@ -84,6 +85,72 @@ LayerNormCase layer_norm_case(int64_t M, int64_t H, torch::ScalarType dtype, dou
 std::vector<Tensor> gradients_of(const Tensor& y, const Tensor& z, const LayerNormCase& c, const Tensor& wy, const Tensor& wz) {
   auto loss = (y.to(torch::kDouble) * wy).sum() + (z.to(torch::kDouble) * wz).sum();
   return torch::autograd::grad({loss}, {c.x, c.r, c.gamma, c.beta});
+}
+
+// A launch that would break what a kernel was compiled to assume (aot.py's ":16") is refused before
+// the driver sees it (issue 51): an address not 16-byte aligned or an integer not a multiple of 16
+// where the image says so; the same values pass where it does not.
+TEST(TritonRuntime, ArgumentsBreakingTheCompiledAlignmentAreRefused) {
+  const TritonImage image{"k", "v", 90, 4, 0, "k_entry", "*fp32,i32,*fp32,i32", nullptr, 0, "1100"};
+  auto t = torch::zeros({64});
+  KernelArgs good;
+  good.tensor(t).i32(48).tensor(t.narrow(0, 1, 4)).i32(5);  // the last two carry no hint
+  EXPECT_EQ(divisibility_violation(image, good), std::nullopt);
+  KernelArgs negative;
+  negative.tensor(t).i32(-16).tensor(t).i32(0);
+  EXPECT_EQ(divisibility_violation(image, negative), std::nullopt);
+  KernelArgs bad_pointer;
+  bad_pointer.tensor(t.narrow(0, 1, 8)).i32(48).tensor(t).i32(5);  // 4 bytes past an aligned start
+  const auto p = divisibility_violation(image, bad_pointer);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_NE(p->find("argument 0 (*fp32)"), std::string::npos) << *p;
+  EXPECT_NE(p->find("an address not 16-byte aligned, which k/v was compiled to assume"), std::string::npos) << *p;
+  KernelArgs bad_int;
+  bad_int.tensor(t).i32(40).tensor(t).i32(5);
+  EXPECT_EQ(divisibility_violation(image, bad_int), "argument 1 (i32) is 40, not a multiple of 16, which k/v was "
+                                                    "compiled to assume");
+}
+
+// The backward passes take incoming gradients through contiguous_aligned: a contiguous view at an
+// unaligned offset (what cat's backward hands its inputs) is copied into a fresh aligned buffer and
+// the copy noted once as the op's path; an aligned tensor is used as it is; a non-contiguous one is
+// made contiguous (a new, aligned allocation) without a note.
+TEST(TritonRuntime, UnalignedGradientsAreCopiedToAlignedBuffersAndNoted) {
+  reset_op_paths();
+  auto base = torch::randn({65});
+  const auto aligned = base.narrow(0, 0, 64);
+  EXPECT_EQ(contiguous_aligned(aligned, "op", "dy").data_ptr(), aligned.data_ptr());
+  const auto transposed = base.narrow(0, 0, 64).view({8, 8}).t();
+  const auto made = contiguous_aligned(transposed, "op", "dy");
+  EXPECT_TRUE(made.is_contiguous() && aligned16(made));
+  EXPECT_TRUE(torch::equal(made, transposed));
+  EXPECT_EQ(op_paths().count("op"), 0u);
+  const auto view = base.narrow(0, 1, 64);
+  ASSERT_TRUE(view.is_contiguous() && !aligned16(view));
+  for (int i = 0; i < 2; ++i) {
+    const auto copy = contiguous_aligned(view, "op", "dy");
+    EXPECT_TRUE(aligned16(copy));
+    EXPECT_NE(copy.data_ptr(), view.data_ptr());
+    EXPECT_TRUE(torch::equal(copy, view));
+  }
+  EXPECT_EQ(op_paths().at("op"), "triton, dy copied to an aligned buffer (it came as a view at an unaligned offset)");
+  reset_op_paths();
+}
+
+// Each fused op notes the path it ran and why, each distinct path once, in the order first seen
+// (`roformer bench` records them; the log says each once).
+TEST(FusedOpPaths, EachOpNotesItsPathsWithTheReason) {
+  reset_op_paths();
+  auto ok = layer_norm_case(4, 32, torch::kFloat, 0.0), narrow = layer_norm_case(4, 40, torch::kFloat, 0.0);
+  for (int i = 0; i < 3; ++i) residual_dropout_layer_norm(ok.x, ok.r, ok.gamma, ok.beta, 0.0, 1e-5, Backend::kTriton);
+  residual_dropout_layer_norm(ok.x, ok.r, ok.gamma, ok.beta, 0.0, 1e-5, Backend::kAten);
+  residual_dropout_layer_norm(narrow.x, narrow.r, narrow.gamma, narrow.beta, 0.0, 1e-5, Backend::kTriton);
+  EXPECT_EQ(op_paths().at("residual_dropout_layer_norm"),
+            "aten (not a CUDA tensor); aten (the CPU); aten (H = 40 is not a multiple of 16 (the kernels assume "
+            "aligned rows))");
+  EXPECT_EQ(op_paths().size(), 1u);
+  reset_op_paths();
+  EXPECT_TRUE(op_paths().empty());
 }
 
 TEST(ResidualLayerNorm, AtenPathIsTheCompositionOfAtenOps) {
@@ -204,6 +271,7 @@ TEST(ResidualLayerNorm, LaunchPlansMatchTheCompiledSignatures) {
           const auto* image = find_triton_image(plan->kernel, plan->variant, 9, 0);
           ASSERT_NE(image, nullptr) << plan->kernel << "/" << plan->variant;
           EXPECT_EQ(plan->args.signature(), image->signature) << plan->kernel << "/" << plan->variant;
+          EXPECT_EQ(divisibility_violation(*image, plan->args), std::nullopt) << plan->kernel << "/" << plan->variant;
         }
         EXPECT_EQ(fwd.grid[0], M);
         EXPECT_EQ(bwd.grid[0], 3u);
@@ -356,6 +424,7 @@ TEST(FusedKernels, LaunchPlansOfRotaryCrossEntropyAndEmbeddingMatchTheCompiledSi
       const auto* image = find_triton_image(plan.kernel, plan.variant, 9, 0);
       ASSERT_NE(image, nullptr) << plan.kernel << "/" << plan.variant;
       EXPECT_EQ(plan.args.signature(), image->signature) << plan.kernel << "/" << plan.variant;
+      EXPECT_EQ(divisibility_violation(*image, plan.args), std::nullopt) << plan.kernel << "/" << plan.variant;
     }
   }
 }

@@ -16,8 +16,8 @@ passes each argument at the width the kernel's PTX declares (fp32 as a 4-byte fl
 
 The output embeds each cubin with `.incbin` (DIR/cubin/*.cubin, no 1-MB string literals for the
 compiler to parse) and records, per image: kernel, variant, architecture, warps, shared memory and
-the runtime signature (the non-constexpr parameters' types), which the C++ launcher checks its
-arguments against. The sha256 of each cubin is written next to it, so the C++ file's text changes
+the runtime signature (the non-constexpr parameters' types) and which of them were compiled as 16-byte
+aligned or multiples of 16 (":16"), which the C++ launcher checks its arguments against. The sha256 of each cubin is written next to it, so the C++ file's text changes
 whenever a cubin does (ccache keys on that text, not on .incbin'd files).
 
 Triton's cache (TRITON_CACHE_DIR, default ~/.triton/cache) makes an unchanged kernel free to
@@ -64,7 +64,8 @@ def compile_one(job):
     if getattr(meta, "global_scratch_size", 0) > 0 or getattr(meta, "profile_scratch_size", 0) > 0:
         raise SystemExit(f"{kernel.__name__}/{variant}: needs scratch memory, which the launcher does not provide")
     record = dict(kernel=kernel.__name__, variant=variant, arch=arch, num_warps=num_warps, shared=meta.shared,
-                  entry=meta.name, signature=",".join(t.partition(":")[0] for t in signature))
+                  entry=meta.name, signature=",".join(t.partition(":")[0] for t in signature),
+                  divisible16="".join("1" if t.partition(":")[2] == "16" else "0" for t in signature))
     return record, compiled.asm["cubin"]
 
 
@@ -94,7 +95,7 @@ def write_cpp(out_dir, results, modules, seconds):
                   f'__asm__(".section .rodata\\n.balign 16\\n.type {symbol}, @object\\n{symbol}:\\n'
                   f'.incbin \\"{path}\\"\\n.previous");']
         rows.append(f'    {{"{r["kernel"]}", "{r["variant"]}", {r["arch"]}, {r["num_warps"]}, {r["shared"]}, '
-                    f'"{r["entry"]}", "{r["signature"]}", {symbol}, {len(cubin)}}},')
+                    f'"{r["entry"]}", "{r["signature"]}", {symbol}, {len(cubin)}, "{r["divisible16"]}"}},')
     lines += ["", "std::vector<TritonImage> triton_images() {", "  return {"] + rows + ["  };", "}", "",
               "}  // namespace roformer::kernels", ""]
     with open(os.path.join(out_dir, "triton_images.cpp"), "w") as f:  # always: the build's output is newer
