@@ -17,14 +17,18 @@
 #        ctest -L gpu (every GPU test; logs in LOGDIR/ctest.log), then the benchmark matrix
 #        (LOGDIR/bench_*.json, *.log) and, last, the table (also LOGDIR/table.md).
 #   `scripts/gpu_check.sh all LOGDIR` does build + check in one call where time allows.
-#   `scripts/gpu_check.sh kernels LOGDIR` (one call, prebuilt kit, <= 5 minutes: issue 38's device
-#        check): every GPU test binary (test_gpu_kernels first), compute-sanitizer (memcheck,
-#        initcheck) on the fused kernels' tiny shapes, the fused kernels' micro-benchmark against
-#        their ATen paths (roformer_kernels_bench: us per call, GB/s next to the 3 TB/s floor, GPU
-#        ops per call) and the training step (base, seq 512 and 128) by default, with all fused
-#        entries and with each alone (roformer bench --fused-*); LOGDIR/summary.md says it all in
-#        one page. `kernels LOGDIR --dry-run` (any machine) checks the kit, prints the plan with
-#        each step's time limit and the bytes/floors table, and runs nothing on a GPU.
+#   `scripts/gpu_check.sh kernels OUTDIR` (one call, prebuilt kit, <= 5 minutes: issues 38 and 51's
+#        device check): a preflight first (the device's torch is 2.11.0, where libcudart.so.13 is
+#        found, every library of the kit's binaries found; else it stops saying which), every GPU
+#        test binary (test_gpu_kernels first; test_gpu_train last, its own budget reserved),
+#        compute-sanitizer (memcheck, initcheck) on the fused kernels' tiny shapes, the fused kernels'
+#        micro-benchmark against their ATen paths (roformer_kernels_bench: us per call, GB/s next to
+#        the 3 TB/s floor, GPU ops per call) and the training step (base, seq 512 and 128) by default,
+#        with all fused entries and with each alone (roformer bench --fused-*), each step under
+#        `timeout -k`. OUTDIR receives two files, rewritten after every step: summary.md (the whole
+#        call in one page) and logs.tar.gz (every log); exit status 1 when a step failed or was not
+#        run. `kernels OUTDIR --dry-run` (any machine) checks the kit, prints the plan with each
+#        step's time limit and the bytes/floors table, and runs nothing on a GPU.
 #   `scripts/gpu_check.sh variants LOGDIR` (after check, same machine): ours only, each CUDA fast path
 #        on its own, each attention kernel, larger batches and the position schemes (issue 25: what
 #        absolute and disentangled cost next to rotary) (LOGDIR/variants.{jsonl,md}); VARIANTS_FILE
@@ -40,15 +44,17 @@
 #        source path the tests were built with (when that path is free) and runs each GPU test
 #        binary directly (exit 77 = skipped) instead of ctest.
 #
-# Env: BUILD_DIR (default build-gpu), STEPS (20), WARMUP (5), ROUNDS (2), TOKENS (16384 per step), MATRIX ("tiny:128 tiny:512
+# Env: BUILD_DIR (default build-gpu), GPU_KIT (default .gpu-kit), PACK_BUILD (pack --bin's build, default build),
+# STEPS (20), WARMUP (5), ROUNDS (2), TOKENS (16384 per step), MATRIX ("tiny:128 tiny:512
 # base:128 base:512"), SKIP_TESTS=1 (matrix only), SKIP_BENCH=1 (tests only), BROWN=0 (no real-data rows), PROFILE=0 (no
 # profile of the base rows; by default LOGDIR/profile_base_SEQ.{md,json.gz}, see profile_summary.py; PROFILE_SETS="a=b ..."
 # adds a second profile per base row with those overrides, LOGDIR/profile_base_SEQ_alt.*), COMPILE=1 (HF also under
-# torch.compile: a second baseline and ratio).
+# torch.compile: a second baseline and ratio), TEST_LIMIT (check: seconds per GPU test binary, 600). kernels:
+# ONESHOT_BUDGET, KILL_GRACE, the *_LIMIT of each step, SANITIZER (a path, or none), KERNELS_WORK (its log folder).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KIT="${GPU_KIT:-$ROOT/.gpu-kit}"  # GPU_KIT: another kit (tests/integration/test_scripts)
-DEPS=/opt/deps
+DEPS="${GPU_DEPS:-/opt/deps}"  # GPU_DEPS: elsewhere (tests/integration/test_scripts)
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
 PKGS="libsentencepiece0 libsentencepiece-dev libyaml-cpp0.7 libyaml-cpp-dev libspdlog1.10 libspdlog-dev
       libfmt9 libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest nlohmann-json3-dev"
@@ -56,10 +62,22 @@ PKGS="libsentencepiece0 libsentencepiece-dev libyaml-cpp0.7 libyaml-cpp-dev libs
 say() { printf '[gpu_check] %s\n' "$*"; }
 usage() { awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "${BASH_SOURCE[0]}"; exit "${1:-0}"; }
 
+# Why build/ (PACK_BUILD) cannot make a kit, empty when it can: its binaries must be built against
+# the CUDA LibTorch (CMake's cache names libc10_cuda.so: C10_CUDA_LIBRARY, which a CPU-only LibTorch
+# leaves unset) and hold the fused kernels (configure.log: "Fused kernels: yes").
+kit_build_unfit() {  # build dir
+  local b="$1" cuda
+  [ -x "$b/roformer" ] || { echo "--bin needs $b/roformer (make build)"; return; }
+  cuda="$(sed -n 's/^C10_CUDA_LIBRARY:FILEPATH=//p' "$b/CMakeCache.txt" 2>/dev/null)"
+  case "$cuda" in "" | *NOTFOUND*)
+    echo "$b is configured against a CPU-only LibTorch (no C10_CUDA_LIBRARY in $b/CMakeCache.txt): its binaries skip every GPU test; configure it with the CUDA wheel (scripts/setup.sh does)"; return ;;
+  esac
+  grep -q "Fused kernels: yes" "$b/configure.log" 2>/dev/null \
+    || echo "$b has no fused kernels ($(grep -o 'Fused kernels: no.*' "$b/configure.log" 2>/dev/null || echo "no configure.log says so")): the kit would test their ATen fallbacks only"
+}
+
 pack_bin() {
-  local b="$ROOT/build"
-  [ -x "$b/roformer" ] || { echo "--bin needs build/roformer here (make build)"; exit 1; }
-  grep -q "ROFORMER_WITH_CUDA\|CUDA LibTorch" "$b/CMakeCache.txt" 2>/dev/null || say "warning: is build/ configured against the CUDA LibTorch?"
+  local b="${PACK_BUILD:-$ROOT/build}"
   rm -rf "$KIT/bin" && mkdir -p "$KIT/bin"
   cp "$b/roformer" "$b"/tests/test_gpu_* "$KIT/bin/"
   [ -x "$b/roformer_kernels_bench" ] && cp "$b/roformer_kernels_bench" "$KIT/bin/"
@@ -74,6 +92,10 @@ pack_bin() {
 }
 
 pack() {
+  if [ "${1:-}" = "--bin" ]; then  # checked before anything is downloaded
+    local unfit; unfit="$(kit_build_unfit "${PACK_BUILD:-$ROOT/build}")"
+    [ -z "$unfit" ] || { echo "pack --bin: $unfit"; exit 1; }
+  fi
   mkdir -p "$KIT/debs"  # .gpu-kit/ is in .gitignore: device calls name it in `carry`
   (cd "$KIT/debs" && { apt-get download $PKGS >/dev/null 2>&1 || { apt-get update -qq && apt-get download $PKGS; }; })
   if [ "${1:-}" = "--bin" ]; then pack_bin; shift; fi
@@ -85,18 +107,33 @@ pack() {
     "$bin" tokenizer train --input "$brown/train.txt" --vocab-size 32000 --out "$KIT/brown/tokenizer"
     "$bin" prepare --tokenizer "$KIT/brown/tokenizer/tokenizer.model" --input "$brown/train.txt" --out "$KIT/brown/train"
   fi
-  say "kit ready: $(ls "$KIT/debs" | wc -l) packages, $(du -sh "$KIT" | cut -f1). Device calls carry [\".gpu-kit\"]"
+  say "kit ready: $(ls "$KIT/debs" | wc -l) packages. Device calls carry [\".gpu-kit\"]"
+  carried_size
+}
+
+# What a device call carries, which may not pass 64 MiB: the kit and the working tree (tracked and
+# untracked files that git does not ignore). Warns above 56 MiB.
+carried_size() {
+  local kit tree
+  kit=$(du -sk "$KIT" | cut -f1)
+  tree=$( (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1) || echo 0)
+  say "carried: kit $((kit / 1024)) MiB + working tree $((tree / 1024)) MiB = $(((kit + tree) / 1024)) MiB of the 64 MiB a device call takes"
+  [ $((kit + tree)) -lt $((56 * 1024)) ] || say "warning: within 8 MiB of the 64 MiB limit: the device call may be refused"
 }
 
 env_setup() {
   [ -d "$KIT/debs" ] || { echo "no $KIT/debs: run 'scripts/gpu_check.sh pack' on a machine with apt-get and carry .gpu-kit"; exit 1; }
   if [ ! -f "$DEPS/.unpacked" ]; then
     mkdir -p "$DEPS"
-    for f in "$KIT"/debs/*.deb; do dpkg -x "$f" "$DEPS"; done
+    for f in "$KIT"/debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" "$DEPS"; done
     touch "$DEPS/.unpacked"
   fi
-  TORCH_PREFIX="$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
-  TORCH_LIB="$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
+  # Empty without a python3 that imports torch: `kernels` says so in its preflight, `build` at configure.
+  local torch_paths
+  torch_paths="$(python3 -c 'import os, torch, torch.utils
+print(torch.utils.cmake_prefix_path); print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)" || true
+  TORCH_PREFIX="$(sed -n 1p <<<"$torch_paths")"
+  TORCH_LIB="$(sed -n 2p <<<"$torch_paths")"
   export PKG_CONFIG_SYSROOT_DIR=$DEPS
   export PKG_CONFIG_PATH=$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig
   export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_LIB:${LD_LIBRARY_PATH:-}
@@ -247,12 +284,15 @@ EOF
 variants_table() {  # jsonl logdir
   python3 - "$1" <<'PY' | tee "$2/variants.md"
 import json, sys
-print("| seq | batch | variant | tokens/s | ms/step | MFU | peak GiB | attention |\n|---:|---:|---|---:|---:|---:|---:|---|")
+print("| seq | batch | variant | tokens/s | ms/step | MFU | peak GiB | attention | fused ops' paths |\n"
+      "|---:|---:|---|---:|---:|---:|---:|---|---|")
 for line in open(sys.argv[1]):
     r = json.loads(line)
     mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "-"
+    # kernel_paths (roformer bench's record): op -> the path it ran ("triton", or "aten (why)")
+    paths = "; ".join(f"{op}: {path}" for op, path in sorted((r.get("kernel_paths") or {}).items())) or "-"
     print(f"| {r['seq_len']} | {r['batch_size']} | {r['variant']} | {r['tokens_per_s']:.0f} | {r['ms_per_step_mean']:.1f} | "
-          f"{mfu} | {r['peak_memory_bytes'] / 2**30:.1f} | {r['attention_backend']} |")
+          f"{mfu} | {r['peak_memory_bytes'] / 2**30:.1f} | {r['attention_backend']} | {paths} |")
 PY
 }
 
@@ -287,8 +327,9 @@ check() {
     : >"$log/ctest.log"
     for t in "$KIT"/bin/test_gpu_*; do
       local rc=0
-      "$t" >>"$log/ctest.log" 2>&1 || rc=$?
+      timeout -k 10 "${TEST_LIMIT:-600}" "$t" >>"$log/ctest.log" 2>&1 || rc=$?
       case $rc in 0) say "$(basename "$t"): passed" ;; 77) say "$(basename "$t"): skipped (no GPU visible)" ;;
+        124 | 137) say "$(basename "$t"): TIMED OUT after ${TEST_LIMIT:-600} s"; tests_status=$rc ;;
         *) say "$(basename "$t"): FAILED (exit $rc)"; tests_status=$rc ;; esac
     done
     grep -E "^\[  (FAILED|PASSED|SKIPPED)" "$log/ctest.log" | tail -12 || true
@@ -304,22 +345,34 @@ check() {
   [ "$tests_status" = 0 ] || { say "GPU tests FAILED (exit $tests_status): $log/ctest.log"; exit "$tests_status"; }
 }
 
-# ---- kernels: issue 38's one device call (prebuilt kit; <= 5 minutes; LOGDIR/summary.md) ----------
-# Each step runs under `timeout` with its limit (seconds), cut to what is left of ONESHOT_BUDGET, so
-# one hang cannot eat the call and the call ends in time: a step with under 5 s left is skipped
-# (summary.md says so). The tests first, then the sanitizer, the micro-benchmark and the training
-# step's variants (the fused entries alone and together, default first: FUSED_VARIANTS).
-ONESHOT_BUDGET="${ONESHOT_BUDGET:-285}"          # seconds for the whole call, after unpacking the kit
-KERNEL_TEST_LIMIT="${KERNEL_TEST_LIMIT:-60}"      # test_gpu_kernels
-OTHER_TEST_LIMIT="${OTHER_TEST_LIMIT:-50}"        # each other GPU test binary (test_gpu_step, test_gpu_train)
-SANITIZER_LIMIT="${SANITIZER_LIMIT:-30}"          # per compute-sanitizer tool
-BENCH_LIMIT="${BENCH_LIMIT:-30}"                  # the kernels' micro-benchmark
-VARIANT_LIMIT="${VARIANT_LIMIT:-25}"              # each `roformer bench` row (base, 16384 tokens, 10 steps)
+# ---- kernels: the one device call (prebuilt kit; <= 5 minutes; OUTDIR gets summary.md, logs.tar.gz) --
+# The device gives back at most 8 files of $OUT: the logs are written into a work folder
+# (KERNELS_WORK, default a new folder under ${TMPDIR:-/tmp}) and OUTDIR receives summary.md and
+# logs.tar.gz alone, both rewritten after every step (the summary first), so a call cut short still
+# returns what it did. Each step runs under `timeout -k KILL_GRACE LIMIT` (a process that ignores
+# SIGTERM is killed KILL_GRACE seconds later), its limit cut to what is left of ONESHOT_BUDGET; a
+# step with under 5 s left is not run (summary.md says so). Order: the preflight (the device's torch
+# is 2.11.0, where libcudart.so.13 is found, no library of the kit's binaries missing: the call stops
+# there when not), the GPU test binaries but test_gpu_train, compute-sanitizer, the kernels'
+# micro-benchmark, the training step's rows (kernel_variants), and last test_gpu_train (24 roformer
+# processes, no fused kernel), whose TRAIN_TEST_LIMIT is reserved from the budget. Exit status: 0
+# when every step passed, 1 when one failed or was not run.
+ONESHOT_BUDGET="${ONESHOT_BUDGET:-270}"          # seconds for the steps (the device call's timeout_s: 300)
+KILL_GRACE="${KILL_GRACE:-5}"                    # timeout -k: SIGKILL this long after SIGTERM
+KERNEL_TEST_LIMIT="${KERNEL_TEST_LIMIT:-45}"      # test_gpu_kernels
+OTHER_TEST_LIMIT="${OTHER_TEST_LIMIT:-45}"        # each other GPU test binary (test_gpu_step, test_gpu_dist)
+TRAIN_TEST_LIMIT="${TRAIN_TEST_LIMIT:-60}"        # test_gpu_train, last: reserved from the budget
+SANITIZER_LIMIT="${SANITIZER_LIMIT:-60}"          # per compute-sanitizer tool (tiny shapes, allocator caching off)
+BENCH_LIMIT="${BENCH_LIMIT:-25}"                  # the kernels' micro-benchmark
+VARIANT_LIMIT="${VARIANT_LIMIT:-20}"              # each `roformer bench` row (base, 16384 tokens, 10 steps)
 SANITIZER_TOOLS="${SANITIZER_TOOLS:-memcheck initcheck}"
 SANITIZER_FILTER="KernelsOnCuda.TinyShapesForTheSanitizer"
+KERNELS_LAST_TEST=test_gpu_train
 
-# A compute-sanitizer: the machine's, else the kit's wheel unpacked into $DEPS/sanitizer.
+# A compute-sanitizer: SANITIZER when set ("none": no sanitizer step), else the machine's, else the
+# kit's wheel unpacked into $DEPS/sanitizer.
 find_sanitizer() {
+  if [ -n "${SANITIZER:-}" ]; then [ "$SANITIZER" != none ] && echo "$SANITIZER"; return; fi
   local s
   for s in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
     [ -n "$s" ] && [ -x "$s" ] && { echo "$s"; return 0; }
@@ -332,18 +385,22 @@ find_sanitizer() {
   echo "$DEPS/sanitizer/nvidia/cu13/bin/compute-sanitizer"
 }
 
-# The GPU test binaries, the kernels' first (the newest code), then the rest as the kit has them.
+# The GPU test binaries in the order they run, test_gpu_kernels first (the newest code), then the
+# others as the kit has them; test_gpu_train is not among them (it runs last, kernels_run).
 kernel_test_binaries() {
   local dir="$1"
   [ -x "$dir/test_gpu_kernels" ] && echo "$dir/test_gpu_kernels"
-  local t; for t in "$dir"/test_gpu_*; do [ "$(basename "$t")" = test_gpu_kernels ] || echo "$t"; done
+  local t; for t in "$dir"/test_gpu_*; do
+    case "$(basename "$t")" in test_gpu_kernels|"$KERNELS_LAST_TEST") ;; *) [ -x "$t" ] && echo "$t" ;; esac
+  done
+  return 0
 }
 
 test_limit() { [ "$(basename "$1")" = test_gpu_kernels ] && echo "$KERNEL_TEST_LIMIT" || echo "$OTHER_TEST_LIMIT"; }
 
 # The training step's rows of `kernels`, in the order they run (the first matter most when time is
 # short): seq|name|roformer bench arguments.
-fused_variants() {
+kernel_variants() {
   cat <<'EOF2'
 512|default|
 512|all fused|--fused-all
@@ -372,109 +429,191 @@ variant_command() {  # seq args logdir
        "--run-dir $3/variants-bench $2"
 }
 
-kernels_plan() {  # logdir bindir sanitizer
-  local t seq name args
-  echo "plan (limits in seconds, each cut to what is left of the call's ${ONESHOT_BUDGET} s):"
-  for t in $(kernel_test_binaries "$2"); do echo "  timeout $(test_limit "$t") $t  >> $1/tests.log"; done
-  for t in $SANITIZER_TOOLS; do
-    echo "  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $SANITIZER_LIMIT ${3:-compute-sanitizer} --tool $t --error-exitcode 9 \\"
-    echo "      $2/test_gpu_kernels --gtest_filter=$SANITIZER_FILTER  > $1/sanitizer_$t.log"
+# libcudart.so.13: on LD_LIBRARY_PATH, else the first of the candidates given (next to the device's
+# torch), else in ld.so's cache. Prints its path; returns 1 when there is none.
+find_cudart() {  # candidates...
+  local d
+  for d in ${LD_LIBRARY_PATH//:/ }; do [ -e "$d/libcudart.so.13" ] && { echo "$d/libcudart.so.13"; return 0; }; done
+  for d in "$@" "$(ldconfig -p 2>/dev/null | awk '/libcudart\.so\.13 / {print $NF; exit}')"; do
+    [ -n "$d" ] && [ -e "$d" ] && { echo "$d"; return 0; }
   done
-  echo "  timeout $BENCH_LIMIT $2/roformer_kernels_bench --json $1/kernels_bench.json  > $1/kernels_bench.md"
-  while IFS='|' read -r seq name args; do
-    echo "  timeout $VARIANT_LIMIT $(variant_command "$seq" "$args" "$1")  >> $1/variants.jsonl  # $name, seq $seq"
-  done < <(fused_variants)
-  echo "  then $1/summary.md: the machine, each step's result and failed cases, each sanitizer's summary, both tables"
+  return 1
 }
 
-# The seconds a step may take: its limit, cut to what is left of the call (0: none left).
-step_limit() {  # limit
-  local left=$(( KERNELS_DEADLINE - SECONDS ))
+is_elf() { [ "$(head -c 4 "$1" 2>/dev/null | tail -c 3)" = ELF ]; }
+
+# What the kit's binaries need of this machine, printed before anything runs: the device's torch is
+# 2.11.0 (LibTorch's C++ ABI binds the binaries to the version they were built against), where
+# libcudart.so.13 is found (added to LD_LIBRARY_PATH when it is next to torch only), and ldd finds
+# every library of the kit's binaries. Prints one line starting "STOP:" and returns 1 when not.
+preflight() {  # bindir
+  local info v cudart t missing=""
+  # One Python start: torch's version, its CUDA, then the libcudart.so.13 files beside it (site-packages/nvidia/*/lib).
+  info="$(python3 -c 'import glob, os, torch
+print(torch.__version__, torch.version.cuda)
+print("\n".join(sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "*", "lib", "libcudart.so.13")))))' 2>/dev/null)" \
+    || { echo "STOP: $(command -v python3 || echo python3) cannot import torch; the kit's binaries need the device's LibTorch 2.11.0"; return 1; }
+  v="$(head -1 <<<"$info")"
+  echo "torch: ${v%% *} (CUDA ${v##* }), python3 at $(command -v python3)"
+  case "${v%% *}" in
+    2.11.0 | 2.11.0+*) ;;
+    *) echo "STOP: the device's torch is ${v%% *}, the kit was built against 2.11.0 and its C++ ABI is bound to it:" \
+            "build on the device instead (scripts/gpu_check.sh build, then check)"; return 1 ;;
+  esac
+  # shellcheck disable=SC2046
+  cudart="$(find_cudart $(tail -n +2 <<<"$info"))" || { echo "STOP: no libcudart.so.13 on LD_LIBRARY_PATH, next to torch (site-packages/nvidia/*/lib) or in ld.so's cache: the kit's binaries cannot start"; return 1; }
+  case ":${LD_LIBRARY_PATH:-}:" in *":$(dirname "$cudart"):"*) ;; *) export LD_LIBRARY_PATH="$(dirname "$cudart"):${LD_LIBRARY_PATH:-}" ;; esac
+  echo "libcudart.so.13: $cudart"
+  for t in "$1"/*; do
+    [ -f "$t" ] && is_elf "$t" || continue
+    missing+="$(ldd "$t" 2>&1 | awk -v b="$(basename "$t")" '/not found/ {printf " %s needs %s;", b, $1}')"
+    [ "$(basename "$t")" = roformer ] && echo "roformer links $(ldd "$t" 2>/dev/null | awk '/libcudart/ {print $1, $2, $3; exit}')"
+  done
+  [ -z "$missing" ] || { echo "STOP: libraries not found:$missing carry them in the kit (scripts/gpu_check.sh pack --bin)"; return 1; }
+  t="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)" || true
+  echo "GPU: ${t:-none that nvidia-smi shows}"
+}
+
+kernels_plan() {  # logdir bindir sanitizer
+  local t seq name args
+  echo "plan (limits in seconds, each cut to what is left of the call's ${ONESHOT_BUDGET} s; timeout -k ${KILL_GRACE}):"
+  echo "  preflight: the device's torch is 2.11.0, libcudart.so.13 found, ldd finds every library of $2/*; else STOP"
+  for t in $(kernel_test_binaries "$2"); do echo "  timeout -k $KILL_GRACE $(test_limit "$t") $t  > $(basename "$t").log"; done
+  for t in $SANITIZER_TOOLS; do
+    echo "  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout -k $KILL_GRACE $SANITIZER_LIMIT ${3:-compute-sanitizer} --tool $t --error-exitcode 9 \\"
+    echo "      $2/test_gpu_kernels --gtest_filter=$SANITIZER_FILTER  > sanitizer_$t.log"
+  done
+  echo "  timeout -k $KILL_GRACE $BENCH_LIMIT $2/roformer_kernels_bench --json kernels_bench.json  > kernels_bench.md"
+  while IFS='|' read -r seq name args; do
+    echo "  timeout -k $KILL_GRACE $VARIANT_LIMIT $(variant_command "$seq" "$args" "${KERNELS_WORK:-WORK}")  >> variants.jsonl  # $name, seq $seq"
+  done < <(kernel_variants)
+  if [ -x "$2/$KERNELS_LAST_TEST" ]; then
+    echo "  last, its own ${TRAIN_TEST_LIMIT} s reserved from the budget: timeout -k $KILL_GRACE $TRAIN_TEST_LIMIT $2/$KERNELS_LAST_TEST  > $KERNELS_LAST_TEST.log"
+  fi
+  echo "  $1 receives summary.md and logs.tar.gz (every log above), rewritten after each step: 2 files of the 8 a device call returns"
+}
+
+# The seconds a step may take: its limit, cut to what is left of the call less `reserve` and the
+# kill grace (0: under 5 s left).
+step_limit() {  # limit [reserve]
+  local left=$(( KERNELS_DEADLINE - ${2:-0} - KILL_GRACE - SECONDS ))
   [ "$left" -ge 5 ] || { echo 0; return; }
   [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
 }
 
-# Runs a step under its limit and records "name rc seconds" in results.txt (rc 200: out of time).
-timed_step() {  # logfile name limit command...
+# Runs a step under its limit (timeout -k), records "name rc seconds" in results.txt (rc 200: not
+# run, out of time), then rewrites OUTDIR's summary and archive.
+timed_step() {  # logfile name limit reserve command...
   local out="$1" name="$2" limit rc=0 t0=$SECONDS
-  limit="$(step_limit "$3")"; shift 3
-  if [ "$limit" = 0 ]; then echo "$name 200 0" >>"$LOG_DIR/results.txt"; say "$name: skipped (out of time)"; return; fi
-  say "$name (limit ${limit}s)"
-  timeout "$limit" "$@" >>"$out" 2>&1 || rc=$?
-  echo "$name $rc $((SECONDS - t0))" >>"$LOG_DIR/results.txt"
+  limit="$(step_limit "$3" "$4")"; shift 4
+  if [ "$limit" = 0 ]; then
+    echo "$name 200 0" >>"$WORK/results.txt"; say "$name: not run (out of time)"
+  else
+    say "$name (limit ${limit}s)"
+    timeout -k "$KILL_GRACE" "$limit" "$@" >>"$out" 2>&1 || rc=$?
+    echo "$name $rc $((SECONDS - t0))" >>"$WORK/results.txt"
+  fi
+  publish
+}
+
+# OUTDIR's two files from the work folder: summary.md first, then logs.tar.gz (every log).
+publish() {
+  kernels_summary >"$OUTDIR/summary.md.part" && mv -f "$OUTDIR/summary.md.part" "$OUTDIR/summary.md"
+  tar -czf "$OUTDIR/logs.tar.gz.part" -C "$WORK" . 2>/dev/null && mv -f "$OUTDIR/logs.tar.gz.part" "$OUTDIR/logs.tar.gz"
+  return 0
 }
 
 kernels() {
   local log="${1:-}"
-  [ -n "$log" ] || { echo "kernels needs LOGDIR (where the logs and summary.md go)"; usage 1; }
+  [ -n "$log" ] || { echo "kernels needs OUTDIR (where summary.md and logs.tar.gz go)"; usage 1; }
   [ "${2:-}" = "--dry-run" ] && DRY_RUN=1
   mkdir -p "$log" && log="$(cd "$log" && pwd)"
-  local bin="$KIT/bin" san start=$SECONDS
+  local bin="$KIT/bin" san
   [ -x "$bin/test_gpu_kernels" ] || { echo "no $bin/test_gpu_kernels: here, run 'make build && scripts/gpu_check.sh pack --bin' and carry .gpu-kit"; exit 1; }
   [ -x "$bin/roformer_kernels_bench" ] || say "warning: no $bin/roformer_kernels_bench in the kit: no micro-benchmark"
   san="$(find_sanitizer)" || say "warning: no compute-sanitizer on this machine or in the kit: the sanitizer step is skipped"
   if [ "${DRY_RUN:-0}" = 1 ]; then
     [ -x "$BUILD/roformer" ] || BUILD="$ROOT/build"  # where use_kit_binaries puts the kit's roformer
-    say "dry run: kit commit $(cat "$bin/commit" 2>/dev/null), $(kernel_test_binaries "$bin" | wc -l) GPU test binaries, sanitizer ${san:-none}"
+    say "dry run: kit commit $(cat "$bin/commit" 2>/dev/null), $(kernel_test_binaries "$bin" | wc -l) GPU test binaries before the rows, sanitizer ${san:-none}"
     kernels_plan "$log" "$bin" "$san"
     [ -x "$bin/roformer_kernels_bench" ] && "$bin/roformer_kernels_bench" --dry-run
     return 0
   fi
   KERNELS_DEADLINE=$(( SECONDS + ONESHOT_BUDGET ))
+  OUTDIR="$log"
+  WORK="${KERNELS_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_kernels.XXXXXX")}"
+  mkdir -p "$WORK"
+  : >"$WORK/results.txt"
+  say "logs in $WORK; $OUTDIR receives summary.md and logs.tar.gz"
   env_setup
+  if ! preflight "$bin" >"$WORK/preflight.txt" 2>&1; then
+    cat "$WORK/preflight.txt"; publish; exit 1
+  fi
+  cat "$WORK/preflight.txt"
   use_kit_binaries || true
-  nvidia-smi >"$log/nvidia-smi.txt" 2>&1 || true
-  kernels_run "$log" "$bin" "$san"
-  kernels_summary "$log" "$((SECONDS - start))" | tee "$log/summary.md"
+  nvidia-smi >"$WORK/nvidia-smi.txt" 2>&1 || true
+  kernels_run "$bin" "$san"
+  publish
+  cat "$OUTDIR/summary.md"
+  ! grep -qvE '^[^ ]+ 0 ' "$WORK/results.txt"  # every step passed (a step not run counts against)
 }
 
-kernels_run() {  # logdir bindir sanitizer: writes tests.log, results.txt, sanitizer_*.log, kernels_bench.*, variants.*
-  local log="$1" bin="$2" san="$3" t seq name args
-  LOG_DIR="$log"
-  : >"$log/tests.log"; : >"$log/results.txt"; : >"$log/variants.jsonl"
+kernels_run() {  # bindir sanitizer: every log into $WORK
+  local bin="$1" san="$2" t seq name args reserve=0
+  [ -x "$bin/$KERNELS_LAST_TEST" ] && reserve=$(( TRAIN_TEST_LIMIT + KILL_GRACE ))
+  : >"$WORK/variants.jsonl"
   for t in $(kernel_test_binaries "$bin"); do
-    timed_step "$log/tests.log" "$(basename "$t")" "$(test_limit "$t")" "$t" --gtest_color=no
+    timed_step "$WORK/$(basename "$t").log" "$(basename "$t")" "$(test_limit "$t")" "$reserve" "$t" --gtest_color=no
   done
   if [ -n "$san" ]; then
-    for t in $SANITIZER_TOOLS; do
-      : >"$log/sanitizer_$t.log"  # PyTorch's caching allocator off: each tensor its own allocation, so memcheck sees any overrun
-      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timed_step "$log/sanitizer_$t.log" "sanitizer_$t" "$SANITIZER_LIMIT" \
+    for t in $SANITIZER_TOOLS; do  # PyTorch's caching allocator off: each tensor its own allocation, so memcheck sees any overrun
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timed_step "$WORK/sanitizer_$t.log" "sanitizer_$t" "$SANITIZER_LIMIT" "$reserve" \
         "$san" --tool "$t" --error-exitcode 9 --print-limit 20 \
         "$bin/test_gpu_kernels" --gtest_filter="$SANITIZER_FILTER" --gtest_color=no
     done
   fi
   if [ -x "$bin/roformer_kernels_bench" ]; then
-    : >"$log/kernels_bench.md"
-    timed_step "$log/kernels_bench.md" kernels_bench "$BENCH_LIMIT" "$bin/roformer_kernels_bench" --json "$log/kernels_bench.json"
+    timed_step "$WORK/kernels_bench.md" kernels_bench "$BENCH_LIMIT" "$reserve" "$bin/roformer_kernels_bench" --json "$WORK/kernels_bench.json"
   fi
-  [ -x "$BUILD/roformer" ] || { say "no roformer binary: no training-step rows"; return 0; }
-  while IFS='|' read -r seq name args; do
-    # shellcheck disable=SC2046
-    timed_step "$log/variant.out" "bench_${seq}_${name// /_}" "$VARIANT_LIMIT" $(variant_command "$seq" "$args" "$log")
-    tail -1 "$log/variant.out" 2>/dev/null \
-      | python3 -c "import json,sys; r=json.load(sys.stdin); r['variant']='$name'; print(json.dumps(r))" >>"$log/variants.jsonl" 2>/dev/null \
-      || true
-    : >"$log/variant.out"
-  done < <(fused_variants)
-  [ -s "$log/variants.jsonl" ] && variants_table "$log/variants.jsonl" "$log" >/dev/null
+  if [ -x "$BUILD/roformer" ]; then
+    while IFS='|' read -r seq name args; do
+      : >"$WORK/variant.out"
+      # shellcheck disable=SC2046
+      timed_step "$WORK/variant.out" "bench_${seq}_${name// /_}" "$VARIANT_LIMIT" "$reserve" $(variant_command "$seq" "$args" "$WORK")
+      tail -1 "$WORK/variant.out" 2>/dev/null \
+        | python3 -c "import json,sys; r=json.load(sys.stdin); r['variant']='$name'; print(json.dumps(r))" >>"$WORK/variants.jsonl" 2>/dev/null \
+        || cp "$WORK/variant.out" "$WORK/bench_${seq}_${name//[^A-Za-z0-9]/_}.log"  # the failed row's output
+    done < <(kernel_variants)
+    rm -f "$WORK/variant.out"
+    [ -s "$WORK/variants.jsonl" ] && variants_table "$WORK/variants.jsonl" "$WORK" >/dev/null
+  else
+    say "no roformer binary: no training-step rows"
+  fi
+  if [ -x "$bin/$KERNELS_LAST_TEST" ]; then
+    timed_step "$WORK/$KERNELS_LAST_TEST.log" "$KERNELS_LAST_TEST" "$TRAIN_TEST_LIMIT" 0 "$bin/$KERNELS_LAST_TEST" --gtest_color=no
+  fi
   return 0
 }
 
-kernels_summary() {  # logdir seconds
-  local log="$1" name rc secs r
-  echo "# scripts/gpu_check.sh kernels: $(head -1 "$log/nvidia-smi.txt" 2>/dev/null | cut -c1-60)"
-  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); kit commit $(cat "$KIT/bin/commit" 2>/dev/null); $2 s in all"
+kernels_summary() {  # from $WORK
+  local name rc secs r passed=0 failed=0 skipped=0
+  echo "# scripts/gpu_check.sh kernels: $(sed -n 's/^GPU: //p' "$WORK/preflight.txt" 2>/dev/null)"
+  echo "kit commit $(cat "$KIT/bin/commit" 2>/dev/null); $SECONDS s so far; every log in logs.tar.gz"
+  echo; sed 's/^/    /' "$WORK/preflight.txt" 2>/dev/null
   echo; echo "| step | result | seconds |"; echo "|---|---|---:|"
   while read -r name rc secs; do
-    case $rc in 0) r=passed ;; 77) r="skipped (no GPU)" ;; 124) r="TIMED OUT" ;; 9) r="ERRORS found" ;;
-      200) r="skipped (out of time)" ;; *) r="FAILED (exit $rc)" ;; esac
+    case $rc in 0) r=passed ;; 77) r="FAILED: skipped (no GPU visible)" ;; 124 | 137) r="FAILED: TIMED OUT" ;;
+      9) r="FAILED: errors found" ;; 200) r="not run (out of time)" ;; *) r="FAILED (exit $rc)" ;; esac
+    case $rc in 0) passed=$((passed + 1)) ;; 200) skipped=$((skipped + 1)) ;; *) failed=$((failed + 1)) ;; esac
     echo "| $name | $r | $secs |"
-  done <"$log/results.txt"
-  echo; echo "Failed cases:"; grep -E "^\[  FAILED  \] [A-Za-z]" "$log/tests.log" | sort -u || echo "none"
-  for f in "$log"/sanitizer_*.log; do [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E "ERROR SUMMARY" "$f" | tail -1)"; done
-  echo; cat "$log/kernels_bench.md" 2>/dev/null || true
-  echo; echo "Training step (configs/base.yaml, synthetic, 16384 tokens per step; tokens/s, ms/step, MFU):"
-  cat "$log/variants.md" 2>/dev/null || echo "none"
+  done <"$WORK/results.txt"
+  echo; echo "Failed cases:"
+  cat "$WORK"/test_gpu_*.log 2>/dev/null | grep -E "^\[  FAILED  \] [A-Za-z]" | sort -u || echo "none"
+  for f in "$WORK"/sanitizer_*.log; do [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -E "ERROR SUMMARY" "$f" | tail -1)"; done
+  echo; cat "$WORK/kernels_bench.md" 2>/dev/null || true
+  echo; echo "Training step (configs/base.yaml, synthetic, 16384 tokens per step; tokens/s, ms/step, MFU, the fused ops' paths):"
+  cat "$WORK/variants.md" 2>/dev/null || echo "none"
+  echo; echo "result: $passed passed, $failed failed, $skipped not run"
 }
 
 case "${1:-}" in

@@ -365,10 +365,45 @@ for name, variants in cases.items():
   EXPECT_EQ(r.output.find("held here.**"), std::string::npos) << "the old one-seed verdict\n" << r.output;
 }
 
+// A kit of fake GPU test binaries for scripts/gpu_check.sh: each appends its name to tmp/order when it
+// runs; test_gpu_step fails one case, test_gpu_dist ignores SIGTERM and hangs (the kill grace ends it).
+void write_fake_kit(const TempDir& tmp) {
+  fs::create_directories(tmp.path() / "kit/debs");
+  const std::string order = tmp.str("order");
+  auto script = [&](const std::string& path, const std::string& body) {
+    write_file(tmp.str(path), "#!/bin/sh\necho \"$(basename \"$0\") $*\" >>" + order + "\n" + body);
+    fs::permissions(tmp.path() / path, fs::perms::owner_all);
+  };
+  script("kit/bin/test_gpu_kernels", "echo '[  PASSED  ] 3 tests.'\n");
+  script("kit/bin/test_gpu_step", "echo '[  FAILED  ] GpuStep.SomethingBroke'\nexit 1\n");
+  script("kit/bin/test_gpu_dist", "trap '' TERM\nsleep 60\n");
+  script("kit/bin/test_gpu_train", "echo '[  PASSED  ] 9 tests.'\n");
+  script("fake-sanitizer", "echo '========= ERROR SUMMARY: 0 errors'\n");
+  write_file(tmp.str("kit/bin/commit"), "abc1234\n");
+}
+
+// `scripts/gpu_check.sh kernels OUT` with the fake kit; `python3` on PATH runs `python` (the venv's).
+CommandResult run_kernels_call(const TempDir& tmp, const std::string& python, const std::string& env = "") {
+  write_file(tmp.str("pybin/python3"), "#!/bin/sh\nexec " + python + " \"$@\"\n");
+  fs::permissions(tmp.path() / "pybin/python3", fs::perms::owner_all);
+  return run_command("PATH=" + tmp.str("pybin") + ":$PATH GPU_KIT=" + tmp.str("kit") + " GPU_DEPS=" + tmp.str("deps") +
+                     " BUILD_DIR=" + tmp.str("no-build") + " KERNELS_WORK=" + tmp.str("work") + " SANITIZER=" +
+                     tmp.str("fake-sanitizer") + " OTHER_TEST_LIMIT=2 KILL_GRACE=1 " + env + " bash " + source_dir() +
+                     "/scripts/gpu_check.sh kernels " + tmp.str("out") + " 2>&1");
+}
+
+std::vector<std::string> file_names(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // scripts/gpu_check.sh kernels --dry-run (issue 38's one device call) prints its plan from a kit
-// without touching a GPU: every GPU test binary of the kit under its limit, the sanitizer steps,
-// the micro-benchmark, and the training step by default and with the fused entries, all four and
-// each alone, at seq 512 and 128, inside a budget under 5 minutes.
+// without touching a GPU: the preflight, every GPU test binary of the kit under its limit with
+// `timeout -k`, test_gpu_train last with its own budget, the sanitizer steps at 60 s each, the
+// micro-benchmark, and the training step by default and with the fused entries, all four and each
+// alone, at seq 512 and 128, inside a budget under 5 minutes; OUTDIR gets two files.
 TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
   TempDir tmp;
   fs::create_directories(tmp.path() / "kit/bin");
@@ -377,19 +412,27 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
     fs::permissions(tmp.path() / "kit/bin" / name, fs::perms::owner_all);
   }
   write_file(tmp.str("kit/bin/commit"), "abc1234\n");
-  auto r = run_command("GPU_KIT=" + tmp.str("kit") + " bash " + source_dir() + "/scripts/gpu_check.sh kernels " +
-                       tmp.str("log") + " --dry-run 2>&1");
+  auto r = run_command("GPU_KIT=" + tmp.str("kit") + " SANITIZER=compute-sanitizer bash " + source_dir() +
+                       "/scripts/gpu_check.sh kernels " + tmp.str("log") + " --dry-run 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* step : {"kit/bin/test_gpu_kernels  >>", "kit/bin/test_gpu_step  >>", "kit/bin/test_gpu_train  >>",
-                           "--tool memcheck", "--tool initcheck", "roformer_kernels_bench --json",
-                           "call's 285 s"})
+  for (const char* step : {"preflight: the device's torch is 2.11.0, libcudart.so.13 found",
+                           "timeout -k 5 45 " /* test_gpu_kernels */, "kit/bin/test_gpu_kernels  >",
+                           "kit/bin/test_gpu_step  >", "timeout -k 5 60 compute-sanitizer --tool memcheck",
+                           "timeout -k 5 60 compute-sanitizer --tool initcheck", "roformer_kernels_bench --json",
+                           "call's 270 s", "receives summary.md and logs.tar.gz",
+                           "last, its own 60 s reserved from the budget: timeout -k 5 60 "})
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
+  // test_gpu_train after every other step (its 24 processes touch no fused kernel).
+  const auto train = r.output.find("kit/bin/test_gpu_train");
+  ASSERT_NE(train, std::string::npos) << r.output;
+  EXPECT_GT(train, r.output.rfind("roformer bench")) << r.output;
+  EXPECT_GT(train, r.output.find("kit/bin/test_gpu_step")) << r.output;
   for (const std::string seq : {"512", "128"}) {
     for (const std::string flag : {"--fused-all", "--fused-layer-norm", "--fused-rotary", "--fused-cross-entropy",
                                    "--fused-embedding"})
       EXPECT_NE(r.output.find("data.max_seq_len=" + seq + " --set model.max_position_embeddings=512 --set "
-                              "model.vocab_size=32000 --synthetic --steps 10 --warmup 3 --json --run-dir " +
-                              tmp.str("log") + "/variants-bench " + flag),
+                              "model.vocab_size=32000 --synthetic --steps 10 --warmup 3 --json --run-dir "
+                              "WORK/variants-bench " + flag),
                 std::string::npos)
           << seq << " " << flag << "\n" << r.output;
   }
@@ -399,4 +442,73 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
   for (const char* lever : {"/variants-bench --set model.bias=false", "--set model.hidden_act=gelu_tanh",
                             "--set model.hidden_dropout=0 --set model.attention_dropout=0"})
     EXPECT_NE(r.output.find(lever), std::string::npos) << lever << "\n" << r.output;
+}
+
+// The call itself (issue 51), on a fake kit: OUTDIR holds summary.md and logs.tar.gz only (a device
+// gives back 8 files at most), the summary names the failed case and the step that hung and was
+// killed, test_gpu_train runs last, and the exit status is 1.
+TEST(GpuCheckScript, KernelsCallReturnsTwoFilesAndFailsWhenATestFails) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  write_fake_kit(tmp);
+  const auto r = run_kernels_call(tmp, python());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(file_names(tmp.path() / "out"), (std::vector<std::string>{"logs.tar.gz", "summary.md"})) << r.output;
+  const std::string summary = read_file(tmp.str("out/summary.md"));
+  for (const char* line : {"torch: 2.11.0", "libcudart.so.13: /", "| test_gpu_kernels | passed |",
+                           "| test_gpu_step | FAILED (exit 1) |", "| test_gpu_dist | FAILED: TIMED OUT |",
+                           "[  FAILED  ] GpuStep.SomethingBroke", "sanitizer_memcheck: ========= ERROR SUMMARY: 0 errors",
+                           "| test_gpu_train | passed |", "result: 4 passed, 2 failed, 0 not run"})
+    EXPECT_NE(summary.find(line), std::string::npos) << line << "\n" << summary;
+  const auto order = read_file(tmp.str("order"));
+  EXPECT_EQ(order.rfind("test_gpu_train"), order.find("test_gpu_train")) << order;
+  EXPECT_GT(order.find("test_gpu_train"), order.find("fake-sanitizer --tool initcheck")) << order;
+  const auto archive = run_command("tar -tzf " + tmp.str("out/logs.tar.gz"));
+  for (const char* log : {"test_gpu_step.log", "test_gpu_dist.log", "sanitizer_memcheck.log", "preflight.txt"})
+    EXPECT_NE(archive.output.find(log), std::string::npos) << log << "\n" << archive.output;
+}
+
+// The preflight stops the call before any test runs when the device's torch is not the 2.11.0 the
+// kit was built against, and says so in the summary it returns.
+TEST(GpuCheckScript, KernelsCallStopsFirstOnAnotherTorch) {
+  TempDir tmp;
+  write_fake_kit(tmp);
+  write_file(tmp.str("fake-python"),
+             "#!/bin/sh\necho '2.10.0+cu128 12.8'\n");  // what `import torch; print(version, cuda)` would print
+  fs::permissions(tmp.path() / "fake-python", fs::perms::owner_all);
+  const auto r = run_kernels_call(tmp, tmp.str("fake-python"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("STOP: the device's torch is 2.10.0+cu128, the kit was built against 2.11.0"),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.str("order"))) << "no test ran: " << read_file(tmp.str("order"));
+  EXPECT_NE(read_file(tmp.str("out/summary.md")).find("STOP: the device's torch is 2.10.0"), std::string::npos);
+}
+
+// pack --bin refuses a build of the CPU-only LibTorch before it downloads anything (the kit's tests
+// would all skip): the check reads what CMake's cache really holds (C10_CUDA_LIBRARY).
+TEST(GpuCheckScript, PackRefusesABuildWithoutTheCudaLibTorch) {
+  TempDir tmp;
+  write_file(tmp.str("build/roformer"), "#!/bin/sh\n");
+  fs::permissions(tmp.path() / "build/roformer", fs::perms::owner_all);
+  write_file(tmp.str("build/CMakeCache.txt"), "Torch_DIR:PATH=/x/torch/share/cmake/Torch\n");
+  const std::string pack = "PACK_BUILD=" + tmp.str("build") + " GPU_KIT=" + tmp.str("kit") + " bash " + source_dir() +
+                           "/scripts/gpu_check.sh pack --bin 2>&1";
+  auto r = run_command(pack);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("configured against a CPU-only LibTorch (no C10_CUDA_LIBRARY"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.str("kit"))) << "nothing downloaded";
+  // The CUDA LibTorch without the fused kernels is refused too, saying why configure left them out.
+  write_file(tmp.str("build/CMakeCache.txt"), "C10_CUDA_LIBRARY:FILEPATH=/x/torch/lib/libc10_cuda.so\n");
+  write_file(tmp.str("build/configure.log"), "-- Fused kernels: no (no ROFORMER_PYTHON); the fused ops run their ATen paths\n");
+  r = run_command(pack);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("has no fused kernels (Fused kernels: no (no ROFORMER_PYTHON)"), std::string::npos) << r.output;
+  // This checkout's own build, configured with the CUDA wheel and the kernels (scripts/setup.sh's
+  // venv), passes the check.
+  const std::string own = fs::path(roformer_bin()).parent_path().string();
+  if (!fs::exists(own + "/configure.log") || read_file(own + "/configure.log").find("Fused kernels: yes") == std::string::npos)
+    return;  // a build without them (another LibTorch): nothing more to compare
+  const auto unfit = run_command("bash -c 'source <(sed -n \"/^kit_build_unfit()/,/^}/p\" " + source_dir() +
+                                 "/scripts/gpu_check.sh); kit_build_unfit " + own + "'");
+  EXPECT_EQ(unfit.output, "") << "this build is fit for a kit";
 }
