@@ -4,7 +4,11 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "model/absolute.h"
 #include "model/layers.h"
@@ -58,10 +62,17 @@ RelativeIndex relative_rows(int64_t seq_len, const config::ModelConfig& m) {
 
 RelativeIndex relative_index(int64_t seq_len, const config::ModelConfig& m, const torch::Device& device) {
   const int64_t T = seq_len;
-  const auto row = relative_rows_by_distance(T, m);
-  RelativeIndex r = rows_read(row);
-  auto i = torch::arange(T, torch::kLong).unsqueeze(1), j = torch::arange(T, torch::kLong).unsqueeze(0);
-  r.index = (row - r.first_row).index({i - j + (T - 1)}).to(device);  // (T, T)
+  RelativeIndex r = relative_rows(T, m);  // on the host: the row range, no device read-back
+  // The index itself on `device` from device ops alone (as HF builds it): no host-to-device copy, so
+  // it may be built inside a CUDA graph capture. The bucketing's float log runs on the device there,
+  // as in HF's build_relative_position.
+  const auto on = torch::TensorOptions().dtype(torch::kLong).device(device);
+  auto distance = torch::arange(T, on).unsqueeze(1) - torch::arange(T, on).unsqueeze(0);  // (T, T): i - j
+  const int64_t S = relative_span(m);
+  auto bucket = m.position_buckets > 0
+                    ? log_bucket_positions(distance, m.position_buckets, config::effective_max_relative_positions(m))
+                    : distance;
+  r.index = torch::clamp(bucket + S, 0, 2 * S - 1) - r.first_row;  // (T, T) delta(i, j) - first_row
   return r;
 }
 
@@ -167,13 +178,23 @@ class DisentangledPositions final : public PositionScheme {
   }
 
   PositionInputs prepare(const torch::Tensor& x) override {
-    const int64_t T = x.size(1);
-    // Built on the host once per length and device (a copy to the device would synchronize each step).
-    if (!relative_.index.defined() || relative_.index.size(0) != T || relative_.index.device() != x.device())
-      relative_ = relative_index(T, options_.model(), x.device());
+    const RelativeIndex& relative = relative_for(x.size(1), x.device());
     // LayerNorm acts row by row, so normalizing only the rows this length reads is exact.
-    auto rel = rel_layer_norm_->forward(rel_embeddings_->weight.narrow(0, relative_.first_row, relative_.rows));
-    return {{rel}, {relative_.index}};  // (R, H), (T, T)
+    auto rel = rel_layer_norm_->forward(rel_embeddings_->weight.narrow(0, relative.first_row, relative.rows));
+    return {{rel}, {relative.index}};  // (R, H), (T, T)
+  }
+
+  // The index of length T on `device`, built once and kept while the scheme lives: a CUDA graph
+  // captured at one length replays reads of its index after other lengths ran (length phases, or a
+  // graph per batch shape), so an index is never freed or replaced under it. Built by device ops
+  // alone (relative_index), at the length's first forward, which the step runs eagerly before it
+  // captures that shape (train/step_graphs.h); a build inside a capture would also be safe.
+  const RelativeIndex& relative_for(int64_t T, const torch::Device& device) {
+    const std::lock_guard<std::mutex> lock(relative_mutex_);
+    auto key = std::make_pair(T, device.str());
+    auto it = relative_.find(key);
+    if (it == relative_.end()) it = relative_.emplace(key, relative_index(T, options_.model(), device)).first;
+    return it->second;
   }
 
   // DeBERTa's z: the table's first T rows (no LayerNorm, no dropout).
@@ -231,7 +252,9 @@ class DisentangledPositions final : public PositionScheme {
   std::optional<AbsoluteTable> absolute_;         // position_biased_input or the enhanced mask decoder
   torch::nn::Embedding rel_embeddings_{nullptr};  // (2S, H) every layer's relative embeddings
   torch::nn::LayerNorm rel_layer_norm_{nullptr};  // over rel_embeddings ("LayerNorm")
-  RelativeIndex relative_;                        // the last sequence length's (rebuilt when T or the device changes)
+  // (T, device) -> the index of that length: never evicted (each is T^2 int64; a run uses a few lengths)
+  std::map<std::pair<int64_t, std::string>, RelativeIndex> relative_;
+  std::mutex relative_mutex_;
 };
 
 }  // namespace

@@ -46,7 +46,8 @@ struct RelativeIndex {
   int64_t first_row = 0;
   int64_t rows = 0;
 };
-// Built on the host from seq_len and the model section; `device` is where index goes.
+// first_row and rows from the host, index built on `device` by device ops alone (no copy from the
+// host, so it is safe inside a CUDA graph capture).
 RelativeIndex relative_index(int64_t seq_len, const config::ModelConfig& m, const torch::Device& device);
 // first_row and rows alone (index left undefined): no (T, T) tensor is built.
 RelativeIndex relative_rows(int64_t seq_len, const config::ModelConfig& m);

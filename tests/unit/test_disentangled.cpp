@@ -6,14 +6,17 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
 #include "model/disentangled.h"
 #include "model/flops.h"
+#include "model/position.h"
 #include "model/roformer.h"
 #include "model_util.h"
 #include "test_util.h"
@@ -76,6 +79,35 @@ TEST(RelativeIndex, LogBucketsByHandAndToeplitz) {
   const auto short_r = relative_index(3, m, torch::kCPU);  // distances -2..2: rows S-2 .. S+2
   EXPECT_EQ(short_r.first_row, S - 2);
   EXPECT_EQ(short_r.rows, 5);
+}
+
+// A CUDA graph captured at one length replays that length's index after other lengths ran (length
+// phases, a graph per batch shape; issue 51): the scheme builds each length's index once, at its
+// first forward, and keeps it, never replaced or freed; each equals delta(i, j) - first_row written
+// out element by element from the buckets of i - j.
+TEST(RelativeIndex, EachLengthsIndexIsBuiltOnceAndKeptAcrossLengths) {
+  const auto o = tiny({"model.max_relative_positions=16"});
+  auto scheme = make_position_scheme(o);
+  torch::nn::Module encoder;
+  scheme->register_encoder_back(encoder);
+  auto index_at = [&](int64_t T) { return scheme->prepare(torch::zeros({2, T, o.model().hidden_size})).fixed.at(0); };
+  const auto a = index_at(24);
+  const void* storage = a.data_ptr();
+  const auto b = index_at(12);
+  const auto again = index_at(24);
+  EXPECT_EQ(again.data_ptr(), storage) << "length 24's index was rebuilt after length 12 ran";
+  EXPECT_NE(b.data_ptr(), storage);
+  const int64_t S = relative_span(o.model());
+  for (const auto& [T, index] : std::vector<std::pair<int64_t, torch::Tensor>>{{24, a}, {12, b}}) {
+    ASSERT_EQ(index.sizes(), (std::vector<int64_t>{T, T}));
+    const auto r = relative_rows(T, o.model());
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const int64_t bucket = log_bucket_positions(torch::tensor({i - j}, torch::kLong), 8, 16)[0].item<int64_t>();
+        EXPECT_EQ(index[i][j].item<int64_t>(), std::clamp<int64_t>(S + bucket, 0, 2 * S - 1) - r.first_row)
+            << "T " << T << ", i " << i << ", j " << j;
+      }
+  }
 }
 
 // disentangled_scores against DeBERTa's eq. 4 written out element by element:
