@@ -50,11 +50,14 @@ struct StepUnderTest {
 };
 
 // options: the step's own (sync_free_on_cpu: CPU steps take the CUDA path's sync-free update; faults).
-inline std::unique_ptr<StepUnderTest> make_step(const config::Config& cfg, train::StepOptions options = {}) {
+// one_rank_backend: the world of one gets its process group's backend (gloo, nccl) and a gradient
+// reducer, as a data-parallel rank does.
+inline std::unique_ptr<StepUnderTest> make_step(const config::Config& cfg, train::StepOptions options = {},
+                                                bool one_rank_backend = false) {
   auto t = std::make_unique<StepUnderTest>();
   t->cfg = cfg;
   t->cfg.model.vocab_size = kStepVocab;
-  t->placement = std::make_unique<train::Placement>(t->cfg, dist::DistEnv{});
+  t->placement = std::make_unique<train::Placement>(t->cfg, dist::DistEnv{}, one_rank_backend);
   t->batches = std::make_unique<train::SyntheticBatches>(t->cfg, t->placement->device().is_cuda());
   t->step = std::make_unique<train::TrainStep>(t->cfg, kStepVocab, *t->placement, std::move(options));
   return t;

@@ -72,7 +72,7 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<torch::Tensor>
 
 std::unique_ptr<GradientReducer> make_gradient_reducer(ProcessGroup& group, std::vector<torch::Tensor> parameters,
                                                        const GradientReducerOptions& options) {
-  if (group.world_size() == 1) return nullptr;
+  if (!group.communicates()) return nullptr;
   return std::make_unique<GradientReducer>(group, std::move(parameters), options);
 }
 

@@ -90,7 +90,8 @@ class GradientReducer {
 };
 
 // The reducer a training run needs: none for a world of one (there is nothing to sum, and the
-// bucket copies would cost a pass over the gradients), else a GradientReducer.
+// bucket copies would cost a pass over the gradients), else a GradientReducer; also for a world of
+// one whose group has its backend (ProcessGroupOptions::one_rank_backend: the tests' NCCL path).
 std::unique_ptr<GradientReducer> make_gradient_reducer(ProcessGroup& group, std::vector<torch::Tensor> parameters,
                                                        const GradientReducerOptions& options);
 

@@ -2,6 +2,7 @@
 // ProcessGroupGloo.hpp (compiled with USE_C10D_GLOO; CMake points it at Gloo declarations).
 #include "dist/process_group.h"
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -47,7 +48,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, torch::Device device, const Proce
     throw Error("invalid distributed environment: rank " + std::to_string(env_.rank) + " of world size " +
                 std::to_string(env_.world_size));
   if (options_.timeout.count() <= 0) throw Error("the collective timeout must be positive");
-  if (env_.world_size == 1) return;  // a world of one: every collective is the identity
+  if (env_.world_size == 1 && !options_.one_rank_backend) return;  // a world of one: every collective is the identity
 
   std::string backend = options_.backend;
   if (backend == "auto") backend = device_.is_cuda() ? "nccl" : "gloo";
@@ -58,6 +59,15 @@ ProcessGroup::ProcessGroup(const DistEnv& env, torch::Device device, const Proce
   if (backend == "gloo" && !device_.is_cpu())
     throw Error("the gloo backend is used here for CPU tensors only; use nccl (or backend auto) on CUDA");
 
+  if (env_.world_size == 1) {
+    store_ = c10::make_intrusive<c10d::HashStore>();  // one_rank_backend: nobody to meet
+  } else {
+    start_store();
+  }
+  start_backend(backend);
+}
+
+void ProcessGroup::start_store() {
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env_.master_port);
   store_options.isServer = env_.rank == 0;
@@ -73,7 +83,9 @@ ProcessGroup::ProcessGroup(const DistEnv& env, torch::Device device, const Proce
                 " ---> HINT: every rank must reach MASTER_ADDR:MASTER_PORT (rank 0 serves it; the port must be free "
                 "there) and all WORLD_SIZE ranks must start");
   }
+}
 
+void ProcessGroup::start_backend(const std::string& backend) {
   try {
     if (backend == "gloo") {
       auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
@@ -83,7 +95,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, torch::Device device, const Proce
       const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
       if (ifname != nullptr && *ifname != '\0')
         gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-      else if (is_loopback(env_.master_addr))
+      else if (env_.world_size == 1 || is_loopback(env_.master_addr))  // one rank: no peer to reach
         gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
       else
         gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
@@ -164,7 +176,7 @@ void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::s
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::all_reduce_sum_async(torch::Tensor& tensor) {
-  if (env_.world_size == 1) return {};
+  if (!backend_) return {};
   TORCH_CHECK(!failed_, "the process group failed earlier; it cannot run collectives");
   TORCH_CHECK(tensor.device() == device_, "all_reduce tensor on ", tensor.device(), ", process group on ", device_);
   std::vector<torch::Tensor> tensors{tensor};
@@ -179,20 +191,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::all_reduce_sum_async(torch::Tensor&
 }
 
 void ProcessGroup::all_reduce_sum(std::vector<torch::Tensor>& tensors, const std::string& what) {
-  if (env_.world_size == 1) return;
+  if (!backend_) return;
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (auto& t : tensors) works.push_back(all_reduce_sum_async(t));
   for (auto& w : works) wait(w, what);
 }
 
 void ProcessGroup::all_reduce_sum(torch::Tensor& tensor, const std::string& what) {
-  if (env_.world_size == 1) return;
+  if (!backend_) return;
   wait(all_reduce_sum_async(tensor), what);
 }
 
 void ProcessGroup::broadcast(std::vector<torch::Tensor>& tensors, int root, const std::string& what) {
   if (root < 0 || root >= env_.world_size) throw Error("broadcast root " + std::to_string(root) + " is not a rank");
-  if (env_.world_size == 1) return;
+  if (!backend_) return;
   TORCH_CHECK(!failed_, "the process group failed earlier; it cannot run collectives");
   for (auto& t : tensors) {
     TORCH_CHECK(t.device() == device_, "broadcast tensor on ", t.device(), ", process group on ", device_);
@@ -211,7 +223,7 @@ void ProcessGroup::broadcast(std::vector<torch::Tensor>& tensors, int root, cons
 }
 
 void ProcessGroup::barrier(const std::string& what) {
-  if (env_.world_size == 1) return;
+  if (!backend_) return;
   // An all-reduce of one element on the group's device: the same code path for gloo and nccl (NCCL's
   // barrier would need the device ids) and bounded by the same timeout.
   auto token = torch::ones({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
@@ -221,7 +233,7 @@ void ProcessGroup::barrier(const std::string& what) {
 }
 
 std::vector<double> ProcessGroup::all_gather(double value, const std::string& what) {
-  if (env_.world_size == 1) return {value};
+  if (!backend_) return {value};
   // Each rank writes its value into its own slot of a zero vector; the sum is the gathered vector.
   auto slots = torch::zeros({env_.world_size}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
   slots[env_.rank] = value;

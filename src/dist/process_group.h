@@ -7,7 +7,9 @@
 // roformer::Error naming the rank that stopped: the surviving ranks check in under a key of the
 // store and the ranks that do not check in within failure_grace are named; when the store itself is
 // gone, rank 0 (its host) is the one that died. A world of one process needs no store and no
-// backend: every collective is then the identity, so callers need no `if (distributed)`.
+// backend: every collective is then the identity, so callers need no `if (distributed)`. For the
+// tests, ProcessGroupOptions::one_rank_backend gives a world of one its backend all the same (an
+// in-process store, no rendezvous): the NCCL path then runs on a machine with one GPU.
 #pragma once
 
 #include <torch/types.h>
@@ -27,6 +29,9 @@ struct ProcessGroupOptions {
   std::string backend = "auto";  // auto (nccl for a CUDA device, gloo for CPU) | gloo | nccl
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // rendezvous and every collective
   std::chrono::milliseconds failure_grace{std::chrono::seconds(3)};  // wait for survivors' check-in
+  // Tests: a world of one builds its backend anyway and every collective goes through it (a sum over
+  // one rank), so NCCL and the gradient reducer's overlap run where only one GPU is lent.
+  bool one_rank_backend = false;
 };
 
 class ProcessGroup {
@@ -42,6 +47,8 @@ class ProcessGroup {
   int world_size() const { return env_.world_size; }
   bool is_main() const { return env_.rank == 0; }
   const std::string& backend() const { return backend_name_; }  // "local" for a world of one
+  // Whether collectives go through a backend: a world of more than one, or one_rank_backend.
+  bool communicates() const { return static_cast<bool>(backend_); }
   torch::Device device() const { return device_; }
 
   // In-place sum over ranks, blocking. `what` names the operation in error messages.
@@ -62,6 +69,8 @@ class ProcessGroup {
   std::vector<double> all_gather(double value, const std::string& what = "all_gather");
 
  private:
+  void start_store();                              // the TCPStore rendezvous (rank 0 serves it)
+  void start_backend(const std::string& backend);  // gloo or nccl over store_
   [[noreturn]] void fail(const std::string& what, const std::string& cause);
   std::string diagnose_peers();  // which ranks stopped, from the survivors' check-in in the store
 

@@ -16,7 +16,7 @@
 
 namespace roformer::train {
 
-Placement::Placement(config::Config& cfg, const dist::DistEnv& env) : env_(env) {
+Placement::Placement(config::Config& cfg, const dist::DistEnv& env, bool one_rank_backend) : env_(env) {
   device_ = core::resolve_device(cfg.train.device, "train.device");
   config::resolve_param_dtype(cfg, device_.is_cuda());  // before config.yaml is written
   if (env.distributed() && device_.is_cuda()) {  // each rank drives the GPU of its LOCAL_RANK
@@ -30,6 +30,7 @@ Placement::Placement(config::Config& cfg, const dist::DistEnv& env) : env_(env) 
   dist::ProcessGroupOptions o;
   o.backend = cfg.distributed.backend;
   o.timeout = std::chrono::seconds(cfg.distributed.timeout_s);
+  o.one_rank_backend = one_rank_backend;
   group_ = std::make_unique<dist::ProcessGroup>(env, device_, o);  // world of one: no store, identity collectives
   if (env.distributed())
     spdlog::info("data-parallel run: {} processes (launched by {}), {} backend, rendezvous {}:{}; this is rank 0 on {}",

@@ -24,7 +24,9 @@ class Placement {
   // launcher started ranks); applies train.num_threads. Throws roformer::Error for a device that
   // does not exist, fp16 off CUDA, and a config that cannot fit the device (train/memory_check.h,
   // with model.vocab_size, or tokenizer.vocab_size until a tokenizer says more).
-  Placement(config::Config& cfg, const dist::DistEnv& env);
+  // one_rank_backend (tests): a world of one gets its backend all the same
+  // (dist::ProcessGroupOptions::one_rank_backend), so the NCCL path runs with one GPU.
+  Placement(config::Config& cfg, const dist::DistEnv& env, bool one_rank_backend = false);
   ~Placement();
   Placement(const Placement&) = delete;
   Placement& operator=(const Placement&) = delete;

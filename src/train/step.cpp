@@ -120,7 +120,7 @@ void TrainStep::resolve_mode() {
   if (!cfg_.train.cuda_graph) why = "train.cuda_graph is false";
   else if (!cuda) why = "the CPU";
   else if (!StepGraphs::supported()) why = "this build has a CPU-only LibTorch";
-  else if (group_.world_size() > 1) why = "data parallel runs keep the step eager";
+  else if (group_.communicates()) why = "data parallel runs keep the step eager";
   else if (cfg_.model.gradient_checkpointing) why = "model.gradient_checkpointing is on";
   else if (options_.sync_timings) why = "per-phase timings synchronize between the phases";
   if (!why.empty()) {

@@ -168,3 +168,44 @@ TEST(ProcessGroupLocal, WorldOfOneIsTheIdentityAndValidates) {
     EXPECT_NE(std::string(e.what()).find("the nccl backend needs a CUDA device"), std::string::npos) << e.what();
   }
 }
+
+// ProcessGroupOptions::one_rank_backend (issue 51's test switch; tests/gpu/test_gpu_dist runs NCCL
+// with it): a world of one with its backend, gloo on the CPU here. Every collective goes through the
+// backend (an asynchronous all-reduce returns a real work object), a sum over one rank leaves the
+// values, and make_gradient_reducer now makes a reducer whose buckets are summed through it. The
+// plain world of one makes none.
+TEST(ProcessGroupLocal, OneRankBackendRunsTheCollectivesThroughTheBackend) {
+  ProcessGroup plain(DistEnv{}, torch::kCPU);
+  EXPECT_FALSE(plain.communicates());
+  auto p = torch::ones({3}, torch::requires_grad());
+  EXPECT_EQ(make_gradient_reducer(plain, {p}, {}), nullptr);
+
+  ProcessGroupOptions o;
+  o.one_rank_backend = true;  // backend auto: gloo for the CPU
+  ProcessGroup group(DistEnv{}, torch::kCPU, o);
+  EXPECT_EQ(group.backend(), "gloo");
+  EXPECT_TRUE(group.communicates());
+  auto t = torch::tensor({1.0, 2.0});
+  auto work = group.all_reduce_sum_async(t);
+  ASSERT_TRUE(work) << "the all-reduce went through the backend";
+  group.wait(work, "all_reduce");
+  EXPECT_TRUE(torch::equal(t, torch::tensor({1.0, 2.0})));
+  group.barrier();
+  std::vector<torch::Tensor> b = {torch::tensor({3.0})};
+  group.broadcast(b, 0);
+  EXPECT_TRUE(torch::equal(b[0], torch::tensor({3.0})));
+  EXPECT_EQ(group.all_gather(4.5), std::vector<double>{4.5});
+
+  auto w = torch::ones({1000}, torch::requires_grad()), v = torch::ones({10}, torch::requires_grad());
+  auto reducer = make_gradient_reducer(group, {w, v}, {1000.0 / (1024.0 * 1024.0)});  // two buckets
+  ASSERT_NE(reducer, nullptr);
+  EXPECT_EQ(reducer->num_buckets(), 2);
+  reducer->set_sync(false);
+  (w * 2).sum().backward();
+  reducer->set_sync(true);
+  ((w * 3).sum() + (v * 4).sum()).backward();
+  reducer->finish();
+  EXPECT_TRUE(torch::equal(w.grad(), torch::full({1000}, 5.0)));
+  EXPECT_TRUE(torch::equal(v.grad(), torch::full({10}, 4.0)));
+  EXPECT_EQ(reducer->buckets_started_in_backward(), 2);
+}

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/process_group.h"
 #include "train/loss_scaler.h"
 #include "train/memory_check.h"
 #include "train/optimizer.h"
@@ -79,6 +80,24 @@ TEST(TrainStep, SyncFreeStepsMatchSyncedSteps) {
   auto plain = make_step(tiny(true, 0.05));
   EXPECT_EQ(plain->step->mode(), roformer::train::StepMode::kSynced);
   EXPECT_TRUE(plain->run(false).synced);
+}
+
+// The tests' one-rank backend (issue 51; tests/gpu/test_gpu_dist does the same with NCCL): the step
+// sums its gradients through the gradient reducer and the process group's backend (gloo here),
+// which over one rank changes nothing: the losses and weights of the plain world of one, bit for bit,
+// with gradient accumulation (two micro-batches) and the dropout masks drawn alike.
+TEST(TrainStep, OneRankBackendTrainsLikeTheWorldOfOne) {
+  // One after the other: each step's setup reseeds the generator its dropout masks come from.
+  std::vector<double> a, b;
+  auto plain = make_step(tiny(true, 1.0));
+  EXPECT_FALSE(plain->placement->group().communicates());
+  for (int i = 0; i < 3; ++i) a.push_back(plain->run(true).loss);
+  auto through = make_step(tiny(true, 1.0), {}, /*one_rank_backend=*/true);
+  ASSERT_TRUE(through->placement->group().communicates());
+  EXPECT_EQ(through->placement->group().backend(), "gloo");
+  for (int i = 0; i < 3; ++i) b.push_back(through->run(true).loss);
+  EXPECT_EQ(a, b);
+  expect_close(snapshot(*through), snapshot(*plain), 0, 0);
 }
 
 // A non-finite value in a sync-free step: nothing is read back, so the step cannot stop itself; the
