@@ -5,9 +5,37 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "model/kernel_policy.h"
 #include "train/bench.h"
 
 namespace roformer::app {
+
+namespace {
+
+// The kernel policy's alternatives, one flag per row of model::kernel_alternatives() (its name,
+// help and choices), and --GROUP-all for each group of switches.
+void add_kernel_alternative_flags(CLI::App& bench, train::TrainBenchOptions& o) {
+  auto* choices = &o.kernel_choices;
+  for (const auto& row : model::kernel_alternatives()) {
+    const std::string entry = row.entry;
+    if (row.choices.empty())
+      bench.add_flag_callback(row.flag, [choices, entry] { choices->emplace_back(entry, ""); }, row.help);
+    else
+      bench.add_option_function<std::string>(row.flag, [choices, entry](const std::string& v) {
+        choices->emplace_back(entry, v);
+      }, row.help)->default_str(row.choices.front());
+  }
+  for (const auto& group : model::kernel_alternative_groups()) {
+    std::vector<std::string> members;
+    for (const auto& row : model::kernel_alternatives())
+      if (row.group == group) members.push_back(row.entry);
+    bench.add_flag_callback("--" + group + "-all", [choices, members] {
+      for (const auto& entry : members) choices->emplace_back(entry, "");
+    }, "All " + std::to_string(members.size()) + " --" + group + "-* ops");
+  }
+}
+
+}  // namespace
 
 void register_bench_commands(CLI::App& app) {
   auto o = std::make_shared<train::TrainBenchOptions>();
@@ -23,23 +51,12 @@ void register_bench_commands(CLI::App& app) {
   bench->add_option("--peak-tflops", o->peak_tflops,
                     "Peak TFLOP/s for MFU (default: known for H100/H200/A100; none on the CPU)");
   bench->add_flag("--synthetic", o->synthetic, "Random token batches (needs model.vocab_size); no tokenizer or corpus");
-  bench->add_option("--rotary", o->rotary,
-                    "auto (fused on CUDA, elementwise on the CPU) | elementwise | fused (one complex multiply)")
-      ->capture_default_str();
-  bench->add_option("--attention-kernel", o->attention_kernel,
-                    "auto (LibTorch's choice) | flash | cudnn | efficient | math: allow only this SDPA kernel")
-      ->capture_default_str();
-  bench->add_flag("--separate-bias-add", o->separate_bias_add,
-                  "CUDA: Linear layers as matmul then `+= bias` (nn::Linear::forward) instead of the bias in the GEMM");
-  bench->add_flag("--separate-qkv", o->separate_qkv, "CUDA: three q/k/v GEMMs instead of the fused one");
-  bench->add_flag("--dense-head", o->dense_head, "MLM head over all B*T positions instead of the predicted ones");
-  // The fused ops of issue 38 (docs/kernels.md): Triton kernels on CUDA, their ATen paths on the CPU.
-  bench->add_flag("--fused-layer-norm", o->fused_layer_norm, "The layers' residual + dropout + LayerNorm as one op");
-  bench->add_flag("--fused-rotary", o->fused_rotary, "q and k rotated by one op on the packed QKV projection");
-  bench->add_flag("--fused-cross-entropy", o->fused_cross_entropy,
-                  "The MLM loss and hits from the logits in their dtype (no fp32 copy)");
-  bench->add_flag("--fused-embedding", o->fused_embedding, "The embeddings' sum + LayerNorm + dropout as one op");
-  bench->add_flag("--fused-all", o->fused_all, "All four --fused-* ops");
+  add_kernel_alternative_flags(*bench, *o);
+  bench->add_option("--list-variants", o->list_variants,
+                    "Print the rows scripts/gpu_check.sh measures (name|arguments; `kernels`: seq|name|arguments "
+                    "of its kernels call) and run nothing")
+      ->expected(0, 1)
+      ->default_str("all");
   bench->add_flag("--breakdown", o->breakdown, "CUDA: synchronize between phases to time data/forward/backward/optimizer");
   bench->add_option("--profile", o->profile,
                     "After the measured steps, profile --profile-steps more (CPU + CUDA) into this Chrome trace "

@@ -94,7 +94,8 @@ inline double max_change(const std::vector<torch::Tensor>& before, const std::ve
   return worst;
 }
 
-// The kernel policy's fused entries (issue 38) as the tests turn them on: each alone, then all four.
+// The kernel policy's fused entries (issue 38) as the tests turn them on: each alone, then all of
+// them; the rows of group "fused" in model::kernel_alternatives(), so a new one is tested unasked.
 struct FusedEntry {
   std::string name;
   std::function<void(model::KernelPolicy&)> set;
@@ -105,14 +106,17 @@ struct FusedEntry {
   }
 };
 inline const std::vector<FusedEntry>& fused_entries() {
-  static const std::vector<FusedEntry> all = {
-      {"fused_layer_norm", [](model::KernelPolicy& p) { p.fused_layer_norm = true; }},
-      {"fused_rotary", [](model::KernelPolicy& p) { p.fused_rotary = true; }},
-      {"fused_cross_entropy", [](model::KernelPolicy& p) { p.fused_cross_entropy = true; }},
-      {"fused_embedding", [](model::KernelPolicy& p) { p.fused_embedding = true; }},
-      {"all", [](model::KernelPolicy& p) {
-         p.fused_layer_norm = p.fused_rotary = p.fused_cross_entropy = p.fused_embedding = true;
-       }}};
+  static const std::vector<FusedEntry> all = [] {
+    std::vector<FusedEntry> out;
+    std::vector<const model::KernelAlternative*> fused;
+    for (const auto& row : model::kernel_alternatives())
+      if (std::string(row.group) == "fused") fused.push_back(&row);
+    for (const auto* row : fused) out.push_back({row->entry, [row](model::KernelPolicy& p) { row->set(p, ""); }});
+    out.push_back({"all", [fused](model::KernelPolicy& p) {
+                     for (const auto* row : fused) row->set(p, "");
+                   }});
+    return out;
+  }();
   return all;
 }
 

@@ -4,22 +4,29 @@
 // policy. The defaults are the measured-best path for each device (docs/benchmarks.md): on the CPU
 // the reference kernels, bit-identical to the golden values; on CUDA the fast paths of issue 13.
 // The alternatives exist to be measured again: `roformer bench` sets them once, before the model is
-// built (--rotary, --separate-qkv, --separate-bias-add, --dense-head, --attention-kernel, --fused-*); tests
-// switch with ScopedKernelPolicy, which puts the previous policy back. Set it before a model runs:
-// a captured CUDA graph replays the kernels of the policy it was captured under.
+// built; tests switch with ScopedKernelPolicy, which puts the previous policy back. Set it before a
+// model runs: a captured CUDA graph replays the kernels of the policy it was captured under.
 //
-// Adding an entry (e.g. a fused kernel of the GPU work, off until measured) is one field below with
-// its default and a comment naming the call site and what it replaces; the call site reads
-// kernel_policy().field (and x.is_cuda() when it is a CUDA path). Beside it, and nowhere else: the
-// `roformer bench` flag that sets it and the key of its record (train/bench.cpp), and a test that
-// compares the entry with the default path under ScopedKernelPolicy (tests/unit for what runs on
-// the CPU, tests/gpu for the device).
+// Adding an entry (e.g. a fused kernel of the GPU work, off until measured) is two declarations in
+// this folder and the call site:
+//   1. a field of KernelPolicy below, with its default and a comment naming the call site and what
+//      it replaces;
+//   2. its row in kernel_alternatives() (kernel_policy.cpp): the `roformer bench` flag and its help,
+//      the key and value of the bench record, its group (`--fused-all`) and the name of its row in
+//      the device script. From the rows come the bench's flags (app/commands_bench.cpp), its record
+//      (train/bench.cpp), `roformer bench --list-variants` (what scripts/gpu_check.sh measures) and
+//      the tests' list of entries; tests/unit/test_structure.cpp checks that every field has its row;
+//   3. the call site reads kernel_policy().field (and x.is_cuda() when it is a CUDA path);
+// plus a test that compares the entry with the default path under ScopedKernelPolicy (tests/unit for
+// what runs on the CPU, tests/gpu for the device).
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 namespace roformer::model {
 
@@ -78,6 +85,41 @@ const KernelPolicy& kernel_policy();
 void set_kernel_policy(const KernelPolicy& policy);
 // The rotary form the policy gives tensors on `device` (kAuto resolved: never kAuto).
 RotaryImpl rotary_impl(const c10::Device& device);
+
+// One alternative of the policy, declared once as a row of kernel_alternatives(): everything that
+// names it (the bench flag, its help, the record key, the device script's variant rows) is generated
+// from the row. A row is a switch (a flag that sets the entry: --fused-rotary) or an option with
+// choices (--rotary auto|elementwise|fused, the default first).
+struct KernelAlternative {
+  const char* entry;       // the KernelPolicy field it sets ("fused_rotary")
+  const char* flag;        // the `roformer bench` flag ("--fused-rotary")
+  const char* help;        // the flag's help
+  const char* record_key;  // its key in the bench record ("fused_rotary"); "" when the record has none
+  std::vector<std::string> choices;  // an option's values, the default first; empty: a switch
+  const char* group;       // switches that --GROUP-all sets together ("fused"); "" for none
+  // The device script's rows (`roformer bench --list-variants`): a CUDA fast path on by default
+  // names itself and its reference ("fused QKV", "3 QKV GEMMs") and the arguments that choose the
+  // reference (--separate-qkv); an alternative off by default names its row ("fused rotary
+  // (Triton)") and the arguments that measure it (its flag when ""). Empty: no row of its own.
+  const char* fast_path;
+  const char* reference;
+  const char* reference_args;
+  const char* variant;
+  const char* variant_args;
+  // Sets the entry from the flag: a switch given (value ""), or an option's value (one of choices).
+  void (*set)(KernelPolicy& policy, const std::string& value);
+  // The record's value: what the entry makes the step compute on `device` (a name or a bool).
+  std::variant<std::string, bool> (*record)(const KernelPolicy& policy, const c10::Device& device);
+};
+
+// Every alternative, in the order the bench lists its flags.
+const std::vector<KernelAlternative>& kernel_alternatives();
+// The row of `entry` (nullptr for none).
+const KernelAlternative* find_kernel_alternative(const std::string& entry);
+// The groups of switches (`--GROUP-all`), in the order of their first row.
+std::vector<std::string> kernel_alternative_groups();
+// Why `value` is no choice of option `row` (nullopt: it is one), as the bench reports it.
+std::optional<std::string> kernel_choice_error(const KernelAlternative& row, const std::string& value);
 
 // Sets a policy for as long as it lives, then puts the previous one back (tests).
 class ScopedKernelPolicy {

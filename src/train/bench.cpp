@@ -19,6 +19,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -88,14 +89,15 @@ void check_bench_options(const TrainBenchOptions& o) {
   if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
-  if (!model::rotary_impl_named(o.rotary))
-    throw Error(fmt::format("--rotary must be auto, elementwise or fused, got '{}'{}", o.rotary,
-                            o.rotary == "matrix" ? " (the naive rotation matrices are no path of the model: "
-                                                   "roformer_model_bench times them as the rotary op alone)"
-                                                 : ""));
-  if (!model::attention_kernel_named(o.attention_kernel))
-    throw Error(fmt::format("--attention-kernel must be auto, flash, cudnn, efficient or math, got '{}'",
-                            o.attention_kernel));
+  for (const auto& [entry, value] : o.kernel_choices) {
+    const model::KernelAlternative* row = model::find_kernel_alternative(entry);
+    if (!row) throw Error(fmt::format("no kernel alternative '{}' (model/kernel_policy.h)", entry));
+    if (auto error = model::kernel_choice_error(*row, value))
+      throw Error(*error + (value == "matrix" && row->entry == std::string("rotary")
+                                ? " (the naive rotation matrices are no path of the model: roformer_model_bench "
+                                  "times them as the rotary op alone)"
+                                : ""));
+  }
   if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");
   if (o.profile_steps < 1) throw Error(fmt::format("--profile-steps must be at least 1, got {}", o.profile_steps));
 }
@@ -103,15 +105,7 @@ void check_bench_options(const TrainBenchOptions& o) {
 // The flags' alternatives as the process's kernel policy (checked by check_bench_options).
 model::KernelPolicy bench_kernel_policy(const TrainBenchOptions& o) {
   model::KernelPolicy policy;
-  policy.rotary = *model::rotary_impl_named(o.rotary);
-  policy.fused_qkv = !o.separate_qkv;
-  policy.bias_in_gemm = !o.separate_bias_add;
-  policy.dense_head = o.dense_head;
-  policy.attention = *model::attention_kernel_named(o.attention_kernel);
-  policy.fused_layer_norm = o.fused_layer_norm || o.fused_all;
-  policy.fused_rotary = o.fused_rotary || o.fused_all;
-  policy.fused_cross_entropy = o.fused_cross_entropy || o.fused_all;
-  policy.fused_embedding = o.fused_embedding || o.fused_all;
+  for (const auto& [entry, value] : o.kernel_choices) model::find_kernel_alternative(entry)->set(policy, value);
   return policy;
 }
 
@@ -210,19 +204,10 @@ std::string attention_kernel_used(BenchedStep& bench, const TrainBenchOptions& o
 json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
   const auto& c = bench.cfg;
   const bool cuda = bench.device().is_cuda();
-  const model::KernelPolicy& policy = model::kernel_policy();
-  return {{"device", bench.device().str()},
+  json rec = {{"device", bench.device().str()},
           {"precision", config::to_string(c.train.precision)},
           {"param_dtype", config::to_string(c.train.param_dtype)},
           {"data", o.synthetic ? "synthetic" : "prepared"},
-          {"rotary", model::to_string(model::rotary_impl(bench.device()))},
-          {"qkv", policy.fused_qkv && cuda ? "fused" : "separate"},
-          {"bias", policy.bias_in_gemm && cuda ? "in GEMM" : "separate add"},
-          {"head", policy.dense_head ? "dense" : "sparse"},
-          {"fused_layer_norm", policy.fused_layer_norm},
-          {"fused_rotary", policy.fused_rotary},
-          {"fused_cross_entropy", policy.fused_cross_entropy},
-          {"fused_embedding", policy.fused_embedding},
           // Each fused op that ran: "triton", or "aten (why)" where it fell back (kernels/op_paths.h).
           {"kernel_paths", kernels::op_paths()},
           {"fused_adamw", bench.step->optimizer().fused()},
@@ -235,6 +220,9 @@ json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
           {"num_parameters", bench.step->model()->num_parameters()},
           {"warmup", o.warmup},
           {"steps", o.steps}};
+  for (const auto& row : model::kernel_alternatives())  // what each alternative made the step compute
+    if (*row.record_key) std::visit([&](const auto& v) { rec[row.record_key] = v; }, row.record(model::kernel_policy(), bench.device()));
+  return rec;
 }
 
 // The record of `--json` (and the figures of the table). Sets *peak_source to where the peak
@@ -332,9 +320,97 @@ void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const s
                  "at a small cost)\n";
 }
 
+// The config's levers the device script measures beside the kernel alternatives (name, arguments).
+const std::vector<BenchVariant> kStepLevers = {
+    {"all, eager (no CUDA graphs)", "--set train.cuda_graph=false"},
+    {"all, autocast (fp32 parameters)", "--set train.param_dtype=fp32"},
+    {"all, autocast, eager", "--set train.param_dtype=fp32 --set train.cuda_graph=false"},
+    {"all, 2x batch", "--set train.batch_size={batch2}"},
+    {"all, 4x batch", "--set train.batch_size={batch4}"},
+    {"position absolute (BERT's learned table; no rotary)", "--set model.position=absolute"},
+    {"position disentangled (DeBERTa c2p+p2c, 256 buckets)", "--set model.position=disentangled"},
+    {"position disentangled + enhanced mask decoder",
+     "--set model.position=disentangled --set model.enhanced_mask_decoder=true"}};
+// Issue 39's model levers (docs/recipe.md predicts their GPU savings from the profile); the last is all three.
+const std::vector<BenchVariant> kModelLevers = {
+    {"no biases (model.bias false)", "--set model.bias=false"},
+    {"tanh GELU", "--set model.hidden_act=gelu_tanh"},
+    {"no dropout", "--set model.hidden_dropout=0 --set model.attention_dropout=0"},
+    {"no biases, tanh GELU, no dropout",
+     "--set model.bias=false --set model.hidden_act=gelu_tanh --set model.hidden_dropout=0 --set "
+     "model.attention_dropout=0"}};
+
+std::string joined(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() || p.empty() ? "" : separator) + p;
+  return out;
+}
+
+// The CUDA fast paths on by default: the reference (all off), each alone, the default (all on).
+std::vector<BenchVariant> fast_path_variants() {
+  std::vector<const model::KernelAlternative*> fast;
+  for (const auto& row : model::kernel_alternatives())
+    if (*row.fast_path) fast.push_back(&row);
+  auto reference_args = [&](const model::KernelAlternative* except) {
+    std::vector<std::string> args;
+    for (const auto* row : fast)
+      if (row != except) args.push_back(row->reference_args);
+    return joined(args, " ");
+  };
+  std::vector<std::string> references, fast_paths;
+  for (const auto* row : fast) references.push_back(row->reference), fast_paths.push_back(row->fast_path);
+  std::vector<BenchVariant> out = {{"reference (" + joined(references, ", ") + ")", reference_args(nullptr)}};
+  for (const auto* row : fast) out.push_back({std::string(row->fast_path) + " only", reference_args(row)});
+  out.push_back({"default (" + joined(fast_paths, ", ") + "; bf16 parameters + fp32 masters, CUDA graphs)", ""});
+  return out;
+}
+
+// The alternatives off by default that have a row: those of no group, or each of a group's and then
+// the group together (--GROUP-all).
+std::vector<BenchVariant> alternative_variants(bool grouped) {
+  std::vector<BenchVariant> out;
+  for (const auto& row : model::kernel_alternatives())
+    if (*row.variant && (*row.group != '\0') == grouped)
+      out.push_back({row.variant, *row.variant_args ? row.variant_args : row.flag});
+  if (grouped)
+    for (const auto& group : model::kernel_alternative_groups())
+      out.push_back({"all + every " + group + " op", "--" + group + "-all"});
+  return out;
+}
+
+// gpu_check.sh kernels: the default and every group together at both lengths first, then the model
+// levers together, each grouped alternative at both lengths, and each lever alone.
+std::vector<BenchVariant> kernels_call_variants() {
+  std::vector<BenchVariant> out;
+  for (const int64_t seq : {512, 128}) {
+    out.push_back({"default", "", seq});
+    for (const auto& group : model::kernel_alternative_groups()) out.push_back({"all " + group, "--" + group + "-all", seq});
+  }
+  out.push_back({kModelLevers.back().name, kModelLevers.back().args, 512});
+  for (const int64_t seq : {512, 128})
+    for (const auto& row : model::kernel_alternatives())
+      if (*row.group) out.push_back({row.variant, row.flag, seq});
+  for (size_t i = 0; i + 1 < kModelLevers.size(); ++i) out.push_back({kModelLevers[i].name, kModelLevers[i].args, 512});
+  return out;
+}
+
 }  // namespace
 
+std::vector<BenchVariant> bench_variants(const std::string& set) {
+  if (set == "kernels") return kernels_call_variants();
+  if (set != "all") throw Error(fmt::format("--list-variants takes all or kernels, got '{}'", set));
+  std::vector<BenchVariant> out = fast_path_variants();
+  for (const auto& part : {alternative_variants(false), kStepLevers, alternative_variants(true), kModelLevers})
+    out.insert(out.end(), part.begin(), part.end());
+  return out;
+}
+
 void run_train_benchmark(const TrainBenchOptions& o) {
+  if (!o.list_variants.empty()) {  // the device script's rows: name|arguments (kernels: seq|name|arguments)
+    for (const auto& v : bench_variants(o.list_variants))
+      std::cout << (v.seq ? std::to_string(v.seq) + "|" : "") << v.name << "|" << v.args << "\n";
+    return;
+  }
   check_bench_options(o);
   const auto bench = make_bench_step(o);
   const Measurement m = measure_steps(*bench, o);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace roformer::train {
@@ -19,17 +20,10 @@ struct TrainBenchOptions {
   bool json = false;                      // one JSON record on stdout instead of the table
   double peak_tflops = 0;                 // 0: known peak of the device for the precision, if any
   bool synthetic = false;                 // random batches (model.vocab_size must be set)
-  // The kernel policy's alternatives (model/kernel_policy.h), set once before the step is built:
-  std::string rotary = "auto";            // auto | elementwise | fused
-  bool separate_qkv = false;              // CUDA: three QKV GEMMs instead of one
-  bool separate_bias_add = false;         // CUDA: Linear as matmul + `+= bias` (nn::Linear::forward)
-  std::string attention_kernel = "auto";  // auto (LibTorch's choice) | flash | cudnn | efficient | math
-  bool dense_head = false;                // the MLM head on all B*T positions
-  bool fused_layer_norm = false;          // the layers' residual + dropout + LayerNorm as one op
-  bool fused_rotary = false;              // q and k rotated by one op on the packed projection
-  bool fused_cross_entropy = false;       // the MLM loss and hits from the logits in their dtype
-  bool fused_embedding = false;           // the embeddings' sum + LayerNorm + dropout as one op
-  bool fused_all = false;                 // the four above
+  // The kernel policy's alternatives (model/kernel_policy.h kernel_alternatives()), set once before
+  // the step is built: (entry, value) in the order the flags gave them; a switch's value is "".
+  std::vector<std::pair<std::string, std::string>> kernel_choices;
+  std::string list_variants;              // "all" | "kernels": print the device script's rows, run nothing
   bool breakdown = false;                 // CUDA: synchronize between phases to time them
   std::string profile;                    // after measuring: a Kineto trace of profile_steps steps here
   int64_t profile_steps = 3;
@@ -37,5 +31,18 @@ struct TrainBenchOptions {
 
 // Prints the figures; throws roformer::Error for user mistakes.
 void run_train_benchmark(const TrainBenchOptions& options);
+
+// One row of the device script (scripts/gpu_check.sh): a name and the `roformer bench` arguments
+// ({batch2}, {batch4}: twice and four times the row's batch); `seq` set for the rows of its
+// `kernels` call, whose order is the order they run in.
+struct BenchVariant {
+  std::string name, args;
+  int64_t seq = 0;
+};
+// The rows of `set`: "all" (gpu_check.sh variants: each CUDA fast path against the reference, each
+// alternative of the kernel policy, the config's levers) or "kernels" (gpu_check.sh kernels: the
+// fused ops and the levers at two lengths, the most telling first). Generated from
+// model::kernel_alternatives() and the levers listed in bench.cpp.
+std::vector<BenchVariant> bench_variants(const std::string& set);
 
 }  // namespace roformer::train

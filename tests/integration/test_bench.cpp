@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "model/flops.h"
+#include "model/kernel_policy.h"
 #include "model/options.h"
 #include "run_dir_util.h"
 #include "test_util.h"
@@ -127,7 +128,10 @@ TEST_F(BenchTest, DenseHeadAndFusedRotaryVariants) {
 // The fused ops' entries (issue 38): off in the default record, each flag sets its own, --fused-all
 // the four; the step trains with them (their ATen paths on the CPU) to the default's loss.
 TEST_F(BenchTest, FusedOpFlagsAreRecorded) {
-  const std::vector<std::string> keys = {"fused_layer_norm", "fused_rotary", "fused_cross_entropy", "fused_embedding"};
+  std::vector<std::string> keys;  // the fused rows of the kernel policy's table
+  for (const auto& row : roformer::model::kernel_alternatives())
+    if (std::string(row.group) == "fused") keys.push_back(row.record_key);
+  ASSERT_GE(keys.size(), 4u);
   // Without dropout the CPU's ATen paths compute the default's losses (the masks are drawn otherwise).
   const std::string run = "bench " + cfg() + " --synthetic --steps 2 --warmup 0 --json --set model.hidden_dropout=0";
   auto r = run_roformer(run);
@@ -159,6 +163,42 @@ TEST_F(BenchTest, FusedOpFlagsAreRecorded) {
   const auto first = r.output.find(line);
   EXPECT_NE(first, std::string::npos) << r.output;
   EXPECT_EQ(r.output.find(line, first + 1), std::string::npos) << "said once, not per call:\n" << r.output;
+}
+
+// The kernel policy's table (model/kernel_policy.cpp) is the one declaration of an alternative: every
+// row's flag is in `bench --help` with its help, sets its record key, and is measured by a row of
+// `bench --list-variants` (what scripts/gpu_check.sh runs); a choice outside an option's is refused.
+TEST_F(BenchTest, KernelAlternativesComeFromTheTable) {
+  const auto help = run_roformer("bench --help");
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  const auto all = run_roformer("bench --list-variants");
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  const auto kernels = run_roformer("bench --list-variants kernels");
+  ASSERT_EQ(kernels.exit_code, 0) << kernels.output;
+  for (const auto& row : roformer::model::kernel_alternatives()) {
+    EXPECT_NE(help.output.find(row.flag), std::string::npos) << row.flag << "\n" << help.output;
+    EXPECT_NE(help.output.find(std::string(row.help).substr(0, 30)), std::string::npos) << row.flag;
+    if (*row.variant) {
+      EXPECT_NE(all.output.find(std::string(row.variant) + "|"), std::string::npos) << row.variant;
+    }
+    if (*row.group) {
+      EXPECT_NE(kernels.output.find("|" + std::string(row.flag) + "\n"), std::string::npos) << row.flag;
+    }
+    if (!*row.record_key) continue;
+    const std::string args = row.choices.empty() ? std::string(row.flag) : std::string(row.flag) + " " + row.choices.back();
+    auto r = run_roformer("bench " + cfg() + " --synthetic --steps 1 --warmup 0 --json " + args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    EXPECT_TRUE(last_json(r.output).contains(row.record_key)) << row.record_key;
+  }
+  // Every line is name|arguments (kernels: seq|name|arguments), the reference first.
+  EXPECT_EQ(all.output.rfind("reference (", 0), 0u) << all.output;
+  EXPECT_NE(all.output.find("fused QKV only|--rotary elementwise --separate-bias-add\n"), std::string::npos)
+      << all.output;
+  EXPECT_NE(all.output.find("all + every fused op|--fused-all\n"), std::string::npos) << all.output;
+  EXPECT_EQ(kernels.output.rfind("512|default|\n512|all fused|--fused-all\n128|default|\n", 0), 0u) << kernels.output;
+  const auto bad = run_roformer("bench --list-variants most");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--list-variants takes all or kernels, got 'most'"), std::string::npos) << bad.output;
 }
 
 // --profile writes a Chrome trace of extra steps (outside the measured ones) that the summary

@@ -412,7 +412,8 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
     fs::permissions(tmp.path() / "kit/bin" / name, fs::perms::owner_all);
   }
   write_file(tmp.str("kit/bin/commit"), "abc1234\n");
-  auto r = run_command("GPU_KIT=" + tmp.str("kit") + " SANITIZER=compute-sanitizer bash " + source_dir() +
+  auto r = run_command("GPU_KIT=" + tmp.str("kit") + " SANITIZER=compute-sanitizer ROFORMER_BIN=" + roformer_bin() +
+                       " bash " + source_dir() +
                        "/scripts/gpu_check.sh kernels " + tmp.str("log") + " --dry-run 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* step : {"preflight: the device's torch is 2.11.0, libcudart.so.13 found",

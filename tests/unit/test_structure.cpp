@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kernel_policy.h"
 #include "test_util.h"
 
 namespace {
@@ -21,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 constexpr int kMaxLines = 60;
 // Tables of data written as code (one entry per line), not logic.
-const std::vector<std::string> kTables = {"build_fields"};
+const std::vector<std::string> kTables = {"build_fields", "build_alternatives"};
 
 struct Function {
   std::string file, signature;
@@ -216,6 +217,27 @@ TEST(Structure, TheKernelPolicyCheckerFindsThreading) {
   EXPECT_FALSE(threads_policy("  if (kernel_policy().fused_qkv && rotary_impl(x.device()) == RotaryImpl::kFused) {}",
                               patterns));
   EXPECT_FALSE(threads_policy("  spdlog::info(\"bool dense_head\");", patterns));
+}
+
+// An alternative of the kernel policy is declared once (issue 52): a field of KernelPolicy and its row
+// in model::kernel_alternatives(), from which the bench's flags, its record keys, the device script's
+// rows and the tests' entries are generated. Every field has exactly one row, and no other source
+// spells a row's flag: a new entry cannot be forgotten in one of the places, nor spelled twice.
+TEST(Structure, EveryKernelAlternativeIsOneRowOfTheTable) {
+  const auto entries = kernel_policy_entries();
+  ASSERT_GE(entries.size(), 5u);
+  for (const auto& [type, name] : entries) {
+    int rows = 0;
+    for (const auto& row : roformer::model::kernel_alternatives()) rows += name == row.entry;
+    EXPECT_EQ(rows, 1) << "KernelPolicy::" << name << " needs one row in kernel_alternatives() (model/kernel_policy.cpp)";
+  }
+  EXPECT_EQ(roformer::model::kernel_alternatives().size(), entries.size()) << "a row sets no field of KernelPolicy";
+  for_each_code_line({"src", "app", "bench"}, [&](const fs::path& file, int line, const std::string& code) {
+    if (file.filename() == "kernel_policy.cpp") return;
+    for (const auto& row : roformer::model::kernel_alternatives())
+      EXPECT_EQ(code.find('"' + std::string(row.flag) + '"'), std::string::npos)
+          << file.string() << ":" << line << " spells " << row.flag << ": generate it from kernel_alternatives()";
+  });
 }
 
 // The position scheme is chosen once (issue 37): model.position's values are compared only where
