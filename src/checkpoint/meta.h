@@ -21,6 +21,13 @@ struct CheckpointMeta {
 // Throws roformer::Error naming the file and what is wrong with it.
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
+// What a resume reads beyond the manifest's checksums (which a careful hand-edit keeps matching),
+// checked before anything is written: the data position's length phase is the one the checkpoint's
+// config trains its last step in (or the next step's, for a step given up at a stop signal), and its
+// metrics.jsonl, which the run goes on appending to, holds whole JSON records only. Throws
+// roformer::Error naming the file, the field or line, and what to do.
+void check_resumable(const CheckpointMeta& meta);
+
 // For `roformer inspect`, which reports damaged checkpoints too: each part that could be read,
 // and the first problem met reading the others.
 struct CheckpointMetaParts {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,6 +76,40 @@ bool is_own_checkpoint(const fs::path& chosen, const std::string& given, const s
   return false;
 }
 
+// `dir` absolute and normal, without a trailing separator ("runs/x/" is /cwd/runs/x).
+fs::path absolute_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  return p.has_filename() ? p : p.parent_path();
+}
+
+// Opens (creating) the lock file `path` of `run_dir`. The lock is ours, a plain file: a symbolic link
+// at its name is never followed (the process id would be written into the file it names, as the
+// checkpoints' links are never followed either): the link itself is removed, its target untouched.
+int open_lock_file(const std::string& path, const std::string& run_dir) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd >= 0) {
+      struct stat st {};
+      if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return fd;
+      ::close(fd);
+      throw Error(fmt::format("the lock file '{}' of run directory '{}' is not a plain file; remove it (roformer "
+                              "makes its own) or use another --run-dir", path, run_dir));
+    }
+    if (errno != ELOOP)
+      throw Error(fmt::format("cannot open the lock file '{}': {}", path, std::strerror(errno)));
+    std::error_code ec;
+    const std::string target = fs::read_symlink(path, ec).string();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw Error(fmt::format("the lock file '{}' is a symbolic link (to '{}'), which roformer never follows, and it "
+                              "cannot be removed: {}; remove it yourself", path, target, std::strerror(errno)));
+    spdlog::warn("the lock file '{}' was a symbolic link (to '{}'): removed the link, never followed it ('{}' is "
+                 "untouched); the lock is a plain file of the run directory", path, target, target);
+  }
+  throw Error(fmt::format("the lock file '{}' keeps being replaced by a symbolic link; remove it and use another "
+                          "--run-dir", path));
+}
+
 }  // namespace
 
 void check_run_dir_is_ours(const std::string& run_dir, const std::string& config_path) {
@@ -84,7 +119,7 @@ void check_run_dir_is_ours(const std::string& run_dir, const std::string& config
   if (!fs::is_directory(dir, ec))
     throw Error(fmt::format("--run-dir '{}' exists and is not a directory; choose a new directory", run_dir));
   const RunLayout layout(run_dir);
-  if (fs::exists(layout.lock(), ec)) {  // a run directory: its files are the runs'
+  if (fs::exists(fs::symlink_status(layout.lock(), ec))) {  // a run directory: its files are the runs'
     if (!config_path.empty() && fs::equivalent(config_path, layout.config(), ec))
       throw Error(fmt::format("-c {} is the run directory's own config.yaml, which the run rewrites with the resolved "
                               "config; copy it first (cp {} my-config.yaml) and pass the copy with -c",
@@ -101,19 +136,33 @@ void check_run_dir_is_ours(const std::string& run_dir, const std::string& config
                           run_dir, listed, RunLayout::kWrittenFiles, (dir / "run").string()));
 }
 
-RunDirLock::RunDirLock(const std::string& run_dir) : path_(RunLayout(run_dir).lock()) {
+RunDirLock::RunDirLock(const std::string& run_dir) : run_dir_(run_dir), path_(RunLayout(run_dir).lock()) {
   std::error_code ec;
+  // The outermost folder this makes (run_dir or one above it), removed again on a refused start.
+  for (fs::path p = absolute_dir(run_dir); !p.empty() && !fs::exists(fs::symlink_status(p, ec)); p = p.parent_path()) {
+    created_from_ = p.string();
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(run_dir, ec);
   if (ec) throw Error(fmt::format("cannot create run directory '{}': {}", run_dir, ec.message()));
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error(fmt::format("cannot open the lock file '{}': {}", path_, std::strerror(errno)));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const std::string holder = read_small(fd_);
+  for (;;) {
+    created_lock_ = !fs::exists(fs::symlink_status(path_, ec));
+    fd_ = open_lock_file(path_, run_dir);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const std::string holder = read_small(fd_);
+      ::close(fd_);
+      fd_ = -1;
+      throw Error(fmt::format("run directory '{}' is in use by another roformer process (pid {}); wait for it to end, "
+                              "stop it (Ctrl-C or kill {} saves a checkpoint), or use another --run-dir",
+                              run_dir, holder.empty() ? "unknown" : holder, holder.empty() ? "it" : holder));
+    }
+    // Locked the file a refused start removed on its way out (below): lock the one at the path now.
+    struct stat held {}, now {};
+    if (::fstat(fd_, &held) == 0 && ::lstat(path_.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+        held.st_dev == now.st_dev)
+      break;
     ::close(fd_);
     fd_ = -1;
-    throw Error(fmt::format("run directory '{}' is in use by another roformer process (pid {}); wait for it to end, "
-                            "stop it (Ctrl-C or kill {} saves a checkpoint), or use another --run-dir",
-                            run_dir, holder.empty() ? "unknown" : holder, holder.empty() ? "it" : holder));
   }
   const std::string previous = read_small(fd_);
   if (!previous.empty()) {
@@ -131,6 +180,18 @@ RunDirLock::RunDirLock(const std::string& run_dir) : path_(RunLayout(run_dir).lo
 RunDirLock::~RunDirLock() {
   if (fd_ < 0) return;
   [[maybe_unused]] const int cleared = ::ftruncate(fd_, 0);  // a clean exit leaves no process id behind
+  // A start refused before it wrote anything leaves no directory (or lock file) of its own making
+  // behind: nothing but the lock was written, so the next try finds things as they were.
+  std::error_code ec;
+  fs::directory_iterator it(run_dir_, ec), end;
+  bool only_lock = !ec;
+  for (; only_lock && it != end; it.increment(ec)) only_lock = !ec && it->path().filename() == core::kRunLockFile;
+  if (only_lock && created_lock_) {
+    ::unlink(path_.c_str());
+    if (!created_from_.empty())  // the folders it made, innermost first, as long as they are empty
+      for (fs::path p = absolute_dir(run_dir_); ::rmdir(p.c_str()) == 0 && p != created_from_;)
+        p = p.parent_path();
+  }
   ::flock(fd_, LOCK_UN);
   ::close(fd_);
 }
@@ -149,6 +210,7 @@ CheckpointPlan plan_checkpoint(const std::string& run_dir, const CheckpointChoic
                               "use another --run-dir", run_dir, existing.size(), existing.back()));
     plan.overwrite = c.overwrite;
     if (c.overwrite) plan.deleted = existing;
+    const CheckpointsHeldForDeletion unread(plan.deleted, "--overwrite");  // refused now, before anything is written
     return plan;
   }
 
@@ -196,6 +258,7 @@ namespace {
 // what else the user keeps there (abandoned-*, notes); one line says what went, counted.
 void delete_earlier_run(const CheckpointPlan& plan, const std::string& run_dir) {
   std::error_code ec;
+  const CheckpointsHeldForDeletion held(plan.deleted, "--overwrite");  // no reader gets one half deleted
   for (const auto& c : plan.deleted) {
     core::remove_tree(c, ec);
     if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", c, ec.message()));

@@ -36,15 +36,19 @@ void check_checkpoints_writable(const std::string& checkpoints_dir);
 class RunDirLock {
  public:
   // Creates the run directory if needed and takes the lock; throws roformer::Error when another live
-  // process holds it.
+  // process holds it. RUN_DIR/.lock is a plain file: a symbolic link there is removed, never followed.
   explicit RunDirLock(const std::string& run_dir);
-  ~RunDirLock();  // releases the lock (and clears the process id)
+  // Releases the lock (and clears the process id). A run that wrote nothing but the lock (a start
+  // refused after locking) removes the lock file, and the folders it made.
+  ~RunDirLock();
   RunDirLock(const RunDirLock&) = delete;
   RunDirLock& operator=(const RunDirLock&) = delete;
 
  private:
-  std::string path_;
+  std::string run_dir_, path_;
   int fd_ = -1;
+  std::string created_from_;  // the outermost folder the constructor made ("" when run_dir existed)
+  bool created_lock_ = false;
 };
 
 struct CheckpointChoice {

@@ -12,13 +12,16 @@
 #include <cstring>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/faults.h"
 #include "core/file.h"
 #include "core/json_read.h"
 #include "core/hash.h"
@@ -241,8 +244,27 @@ CheckpointReadLock::CheckpointReadLock(const std::string& dir) {
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0)
     throw Error(fmt::format("checkpoint {} cannot be opened: {}", dir, std::strerror(errno)));
+  // An exclusive lock is held while a checkpoint is deleted (a prune, --overwrite): a moment. One held
+  // longer is another program's: waited for, said, and given up after a bound.
+  const int64_t wait_ms = core::Faults::from_environment().read_lock_wait_ms;
+  const auto start = std::chrono::steady_clock::now();
+  bool said = false;
   int rc;
-  while ((rc = ::flock(fd_, LOCK_SH)) != 0 && errno == EINTR) {
+  while ((rc = ::flock(fd_, LOCK_SH | LOCK_NB)) != 0 && (errno == EINTR || errno == EWOULDBLOCK)) {
+    if (errno == EINTR) continue;
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    if (waited.count() >= wait_ms) {
+      ::close(fd_);
+      fd_ = -1;
+      throw Error(fmt::format("checkpoint {} stayed locked by another process for {:.0f} s (roformer holds such a lock "
+                              "only while deleting a checkpoint): find the holder with `fuser -v {}`, then try again, "
+                              "or name another checkpoint", dir, static_cast<double>(wait_ms) / 1000.0, dir));
+    }
+    if (!said)
+      spdlog::info("checkpoint {} is locked by another process (a run pruning it or `train --overwrite` deleting it, "
+                   "or another program): waiting up to {:.0f} s for it", dir, static_cast<double>(wait_ms) / 1000.0);
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (rc != 0) return;  // no flock here (ENOLCK, EINVAL): read unlocked
   // Opened just before a prune renamed it away: the path is gone or names another directory now.
@@ -257,6 +279,25 @@ CheckpointReadLock::CheckpointReadLock(const std::string& dir) {
 
 CheckpointReadLock::~CheckpointReadLock() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+CheckpointsHeldForDeletion::CheckpointsHeldForDeletion(const std::vector<std::string>& dirs, const std::string& why) {
+  for (const auto& dir : dirs) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;  // gone already
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      ::close(fd);
+      release();
+      throw Error(fmt::format("{} would delete checkpoint {} while another process reads it (roformer eval, export or "
+                              "fill-mask): nothing was deleted; try again once it has finished", why, dir));
+    }
+    fds_.push_back(fd);
+  }
+}
+
+void CheckpointsHeldForDeletion::release() {
+  for (const int fd : fds_) ::close(fd);
+  fds_.clear();
 }
 
 }  // namespace roformer::checkpoint

@@ -77,7 +77,9 @@ std::string resolve_checkpoint_dir(const std::string& path);
 void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last, const std::string& keep = "");
 
 // Held while a checkpoint's files are read (eval, export, fill-mask of a run that is training):
-// a shared flock on the checkpoint's directory, which prune_checkpoints leaves alone. Throws
+// a shared flock on the checkpoint's directory, which prune_checkpoints and --overwrite leave alone.
+// An exclusive lock held by another process (a deletion under way) is waited for, with a log line,
+// up to a bound (60 s; ROFORMER_FAULT_READ_LOCK_WAIT_MS), then refused naming the checkpoint. Throws
 // roformer::Error when `dir` is gone, or was pruned while the lock was being taken; where the file
 // system has no flock, the read goes on unlocked (the loader chooses again if its checkpoint goes).
 class CheckpointReadLock {
@@ -89,6 +91,21 @@ class CheckpointReadLock {
 
  private:
   int fd_ = -1;
+};
+
+// Exclusive locks on checkpoints about to be deleted (`train --overwrite`), taken on all of them
+// before any goes and held until destroyed: throws roformer::Error naming the first one a reader
+// holds (CheckpointReadLock), so nothing is deleted under a reader. `why` names the deleter.
+class CheckpointsHeldForDeletion {
+ public:
+  CheckpointsHeldForDeletion(const std::vector<std::string>& dirs, const std::string& why);
+  ~CheckpointsHeldForDeletion() { release(); }
+  CheckpointsHeldForDeletion(const CheckpointsHeldForDeletion&) = delete;
+  CheckpointsHeldForDeletion& operator=(const CheckpointsHeldForDeletion&) = delete;
+
+ private:
+  void release();
+  std::vector<int> fds_;
 };
 
 

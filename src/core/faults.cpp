@@ -21,6 +21,7 @@ Faults Faults::from_environment() {
   f.kill_in_save_at_step = env_int("ROFORMER_FAULT_KILL_IN_SAVE_AT_STEP", -1);
   f.save_delay_ms = env_int("ROFORMER_FAULT_SAVE_DELAY_MS", 0);
   f.publish_delay_ms = env_int("ROFORMER_FAULT_PUBLISH_DELAY_MS", 0);
+  f.read_lock_wait_ms = env_int("ROFORMER_FAULT_READ_LOCK_WAIT_MS", f.read_lock_wait_ms);
   return f;
 }
 

@@ -1,13 +1,24 @@
 // Staging folders and the held-back stop signals of a publish; see publish.h.
 #include "core/publish.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include <spdlog/spdlog.h>
 
+#include "core/error.h"
 #include "core/faults.h"
 #include "core/file.h"
 #include "core/stale.h"
@@ -39,6 +50,48 @@ StopSignalsHeld::~StopSignalsHeld() {
     g_held_signal = 0;
     ::raise(sig);  // acted on now, by what was installed before
   }
+}
+
+long flock_holder(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return 0;
+  // Lines such as "1: FLOCK  ADVISORY  WRITE 15415 fe:00:10952914 0 EOF" (pid, major:minor:inode).
+  const std::string id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev), st.st_ino);
+  std::ifstream locks("/proc/locks");
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream fields(line);
+    std::string number, kind, mode, access, where;
+    long pid = 0;
+    if (fields >> number >> kind >> mode >> access >> pid >> where && kind == "FLOCK" && where == id && pid > 0 &&
+        pid != static_cast<long>(::getpid()))
+      return pid;
+  }
+  return 0;
+}
+
+OutputDirClaim::OutputDirClaim(const std::filesystem::path& out, const std::string& flag) : out_(out) {
+  std::error_code ec;
+  created_ = std::filesystem::create_directories(out, ec);
+  if (ec) throw Error(fmt::format("cannot create {} {}: {}", flag, out.string(), ec.message()));
+  fd_ = ::open(out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) throw Error(fmt::format("cannot open {} {}: {}", flag, out.string(), std::strerror(errno)));
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  if (rc == 0 || errno != EWOULDBLOCK) return;  // locked, or no flock on this file system
+  const long holder = flock_holder(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  created_ = false;  // the other process's folder now
+  throw Error(fmt::format("{} {} is being written by another roformer process ({}); wait for it to end, or choose "
+                          "another directory", flag, out.string(), holder > 0 ? fmt::format("pid {}", holder) : "pid unknown"));
+}
+
+OutputDirClaim::~OutputDirClaim() {
+  if (fd_ < 0) return;
+  std::error_code ec;
+  if (created_) std::filesystem::remove(out_, ec);  // only when empty: the command wrote nothing there
+  ::close(fd_);
 }
 
 namespace {

@@ -27,6 +27,32 @@ class StopSignalsHeld {
   struct sigaction previous_[3];
 };
 
+// A command's output folder (--out of `prepare`, `export`, `tokenizer train`) held for as long as
+// the command writes it: made when missing, and locked (an exclusive flock on the folder), so that a
+// second command into the same folder is refused at once, naming the first one's process, instead of
+// both finishing and the later silently replacing the earlier's files. Take it before checking what
+// the folder holds. When it ends, a folder it made that is empty again (the command failed, its
+// staging folder gone) is removed: nothing of anyone else's. Where the file system has no flock,
+// nothing is locked.
+class OutputDirClaim {
+ public:
+  // `flag` names the folder in messages (e.g. "--out"). Throws roformer::Error when another process
+  // holds it or it cannot be made.
+  OutputDirClaim(const std::filesystem::path& out, const std::string& flag);
+  ~OutputDirClaim();
+  OutputDirClaim(const OutputDirClaim&) = delete;
+  OutputDirClaim& operator=(const OutputDirClaim&) = delete;
+
+ private:
+  std::filesystem::path out_;
+  int fd_ = -1;
+  bool created_ = false;
+};
+
+// The process that holds a flock on the file or folder open as `fd` (from /proc/locks), 0 when it
+// cannot be told.
+long flock_holder(int fd);
+
 // A folder OUT/<prefix><pid> for this process's new files. Made fresh; the staging folders of
 // processes that are gone (killed outright) are removed first; this one goes away on every exit
 // path, a stop signal included (TempDirGuard).

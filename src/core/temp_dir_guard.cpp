@@ -25,7 +25,7 @@ namespace {
 // and cleared after the handler may read it; guards are made and ended on one thread).
 char g_dirs[TempDirGuard::kMaxGuards][4096];
 int g_active = 0;  // guards alive: the handler is installed while there are any
-struct sigaction g_previous_int, g_previous_term;
+struct sigaction g_previous_int, g_previous_term, g_previous_hup;
 
 struct LinuxDirent64 {
   ino64_t d_ino;
@@ -98,6 +98,7 @@ TempDirGuard::TempDirGuard(std::filesystem::path dir) : dir_(std::move(dir)) {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &g_previous_int);
   ::sigaction(SIGTERM, &sa, &g_previous_term);
+  ::sigaction(SIGHUP, &sa, &g_previous_hup);
 }
 
 TempDirGuard::~TempDirGuard() {
@@ -105,6 +106,7 @@ TempDirGuard::~TempDirGuard() {
     if (--g_active == 0) {
       ::sigaction(SIGINT, &g_previous_int, nullptr);
       ::sigaction(SIGTERM, &g_previous_term, nullptr);
+      ::sigaction(SIGHUP, &g_previous_hup, nullptr);
     }
     slot_[0] = '\0';
   }

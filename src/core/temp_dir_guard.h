@@ -1,5 +1,5 @@
 // A temporary folder that goes away on every exit path, a stop signal included: the destructor
-// removes it, and while a guard lives SIGINT and SIGTERM remove it (with async-signal-safe system
+// removes it, and while a guard lives SIGINT, SIGTERM and SIGHUP remove it (with async-signal-safe system
 // calls only) before the process dies of the signal as it would have. For commands that need
 // scratch space (eval's prepared copy of raw text) and for staging folders (core/publish.h); up to
 // kMaxGuards at a time (eval's folder and the staging folder of the prepare inside it), made and

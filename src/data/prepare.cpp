@@ -438,33 +438,44 @@ void write_chunks(ChunkQueue& queue, const fs::path& staging, const TokenFormat&
 }
 
 // This run's staging folder inside `out` (core/publish.h: a killed run's is removed by the next
-// one), and whether the run created `out` itself.
+// one); `out` itself is made and held by the run's OutputDirClaim.
 class Staging {
  public:
-  explicit Staging(const fs::path& out) : created_out_(make_dir(out)), out_(out), dir_(out, kStagingPrefix) {}
+  explicit Staging(const fs::path& out) : dir_(out, kStagingPrefix) {}
   const fs::path& dir() const { return dir_.path(); }
   core::StagingDir& staging_dir() { return dir_; }
 
-  // Removes the staging folder (and `out` when the run created it and it is empty again: nothing of
-  // anyone else's is removed) and throws `message`.
+  // Removes the staging folder (the claim then removes `out` when the run made it: nothing of anyone
+  // else's is removed) and throws `message`.
   [[noreturn]] void abort(const std::string& message) const {
     std::error_code ec;
     core::remove_tree(dir_.path(), ec);
-    if (created_out_) fs::remove(out_, ec);
     throw Error(message);
   }
 
  private:
-  static bool make_dir(const fs::path& out) {
-    std::error_code ec;
-    const bool created = !fs::exists(out, ec);
-    fs::create_directories(out);
-    return created;
-  }
-  bool created_out_;
-  fs::path out_;
   core::StagingDir dir_;
 };
+
+// "shard_NNNNN.tok" (five or more digits).
+bool is_shard_name(const std::string& name) {
+  const size_t digits = name.size() - std::min(name.size(), std::strlen("shard_.tok"));
+  return digits >= 5 && name.rfind("shard_", 0) == 0 && name.compare(6 + digits, 4, ".tok") == 0 &&
+         name.find_first_not_of("0123456789", 6) == 6 + digits;
+}
+
+// A file `prepare` writes, by its name and its magic: the index, the word starts or a shard.
+bool is_corpus_file(const fs::path& path) {
+  const std::string name = path.filename().string();
+  const char* magic = name == format::kIndexFile ? format::kIndexMagic
+                      : name == format::kWordStartsFile ? format::kWordMagic
+                      : is_shard_name(name) ? format::kShardMagic
+                                            : nullptr;
+  if (magic == nullptr) return false;
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {};
+  return in.read(head, sizeof head) && std::memcmp(head, magic, sizeof head) == 0;
+}
 
 // The files of the prepared corpus in `dir` that a new one replaces: meta.json, the index, the word
 // starts and the shards its meta.json lists (plain names), and nothing else of the folder (a user's
@@ -479,16 +490,15 @@ std::vector<fs::path> old_corpus_files(const fs::path& dir, bool own_dir) {
       if (!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..") files.push_back(dir / name);
     }
   } catch (const std::exception&) {
-    // No readable list: only the fixed names (and in our own folder, the shard names below).
+    // No readable list: only the fixed names and the shards below.
   }
-  if (own_dir)
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      const std::string name = entry.path().filename().string();  // shard_NNNNN.tok
-      const size_t digits = name.size() - std::min(name.size(), std::strlen("shard_.tok"));
-      if (digits >= 5 && name.rfind("shard_", 0) == 0 && name.compare(6 + digits, 4, ".tok") == 0 &&
-          name.find_first_not_of("0123456789", 6) == 6 + digits)
-        files.push_back(entry.path());
-    }
+  // Shards a list misses (an interrupted replacement removed meta.json first): in our own folder every
+  // shard name, elsewhere those that are shards by their bytes too.
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (is_shard_name(entry.path().filename().string()) && (own_dir || is_corpus_file(entry.path())))
+      files.push_back(entry.path());
+  std::sort(files.begin() + 1, files.end());  // meta.json first (publish)
+  files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
 }
 
@@ -543,10 +553,6 @@ bool holds_prepared_corpus(const fs::path& dir) {
 // Refuses, before anything is written, an --out that would mix with or replace what it holds:
 // PrepareOptions::force.
 void check_out_dir(const fs::path& out, const PrepareOptions& options) {
-  std::error_code ec;
-  if (!fs::exists(out, ec)) return;
-  if (!fs::is_directory(out, ec))
-    throw Error("--out " + options.out_dir + " exists and is not a directory; choose a new directory");
   if (options.own_out_dir) return;
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(out)) {
@@ -558,6 +564,13 @@ void check_out_dir(const fs::path& out, const PrepareOptions& options) {
     if (options.force) return;
     throw Error(fmt::format("--out {} already holds a prepared corpus; pass --force to replace it (it stays intact "
                             "until the new one is complete), or choose a new directory", options.out_dir));
+  }
+  // Only files of a prepared corpus, its meta.json gone (a replacement killed outright between the
+  // removal of the old meta.json and the rename of the new one): a corpus of ours all the same.
+  if (std::all_of(names.begin(), names.end(), [&](const std::string& name) { return is_corpus_file(out / name); })) {
+    if (options.force) return;
+    throw Error(fmt::format("--out {} holds a prepared corpus without its meta.json (an interrupted prepare?), which "
+                            "cannot be read; pass --force to replace it, or choose a new directory", options.out_dir));
   }
   throw Error(fmt::format("--out {} is not empty and holds no prepared corpus ({}); prepare writes meta.json, "
                           "documents.idx and shard files there and would replace files of those names: choose a new "
@@ -580,6 +593,10 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   for (const auto& p : files) total_bytes += static_cast<int64_t>(fs::file_size(p));
 
   const fs::path out(options.out_dir);
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw Error("--out " + options.out_dir + " exists and is not a directory; choose a new directory");
+  const core::OutputDirClaim claim(out, "--out");  // one prepare into it at a time
   check_out_dir(out, options);
   Staging staging(out);
 

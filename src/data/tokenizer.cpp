@@ -6,6 +6,7 @@
 #include <sentencepiece_trainer.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
@@ -14,7 +15,9 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -23,6 +26,7 @@
 #include "core/utf8.h"
 #include "data/input_files.h"
 #include "data/read_progress.h"
+#include "data/byte_stream.h"
 #include "data/spm_model.h"
 #include "data/text_reader.h"
 
@@ -76,6 +80,7 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
         index_ = 0;
         paragraphs_.clear();
         if (reader_ && reader_->next(paragraphs_)) {
+          cut_for_training(paragraphs_);
           progress_.update(static_cast<int64_t>(file_) - 1, done_bytes_ + reader_->bytes_read(), -1);
           continue;
         }
@@ -97,8 +102,39 @@ class ParagraphIterator : public sentencepiece::SentenceIterator {
     }
   }
 
+  // SentencePiece's seed search scans every repeated substring of a sentence up to the sentence's
+  // end, so a long repetitive sentence costs about its length squared, times its copies (a 20 MB
+  // line of one repeated word, read in 64 KiB pieces, kept it busy for over 15 minutes). Paragraphs
+  // longer than kMaxTrainingSentenceBytes go to it in pieces cut before a space (a piece never spans
+  // a space, so nothing it could learn is lost), and a piece of such a paragraph given before (a
+  // repeated stretch) is not given again. Brown's longest paragraph (9.7 KB) stays whole.
+  static constexpr size_t kMaxTrainingSentenceBytes = 16 * 1024;
+  static constexpr size_t kMaxRemembered = size_t{1} << 20;  // pieces remembered for that (8 MB)
+  void cut_for_training(std::vector<std::string>& paragraphs) {
+    if (std::none_of(paragraphs.begin(), paragraphs.end(),
+                     [](const std::string& p) { return p.size() > kMaxTrainingSentenceBytes; }))
+      return;
+    std::vector<std::string> out;
+    for (auto& paragraph : paragraphs) {
+      if (paragraph.size() <= kMaxTrainingSentenceBytes) {
+        out.push_back(std::move(paragraph));
+        continue;
+      }
+      for (size_t start = 0; start < paragraph.size();) {
+        const std::string_view rest = std::string_view(paragraph).substr(start);
+        const size_t cut = rest.size() <= kMaxTrainingSentenceBytes ? rest.size() : text_cut(rest, kMaxTrainingSentenceBytes);
+        start += cut;
+        const bool repeated = given_.size() < kMaxRemembered &&
+                              !given_.insert(std::hash<std::string_view>()(rest.substr(0, cut))).second;
+        if (!repeated) out.emplace_back(rest.substr(0, cut));
+      }
+    }
+    paragraphs = std::move(out);
+  }
+
   std::vector<std::string> inputs_;
   std::string field_;
+  std::unordered_set<size_t> given_;  // hashes of the pieces of long paragraphs given (cut_for_training)
   ReadProgress progress_;
   int64_t done_bytes_ = 0;  // of the files read to the end
   size_t file_ = 0;
@@ -223,16 +259,23 @@ std::string Tokenizer::id_to_piece(int32_t id) const {
 
 namespace {
 
+// The largest vocabulary trained (tokenizer.vocab_size, --vocab-size): check_train_options.
+constexpr int64_t kMaxVocabSize = 1000000;
+
 // Everything SentencePiece would refuse (or abort on), and an --out that holds a tokenizer already.
 void check_train_options(const TokenizerTrainOptions& options) {
   if (options.vocab_size <= Tokenizer::kNumSpecial)
     throw Error("tokenizer vocab_size " + std::to_string(options.vocab_size) + " is too small: ids 0-4 are taken by " +
                 "[PAD] [UNK] [CLS] [SEP] [MASK] and the 94 printable ASCII characters are always pieces; use at least a few hundred");
+  // SentencePiece keeps the size in an int and grows it by a tenth for its seed pieces: near the top of
+  // that range the product wraps and training runs without end. No text supports a million pieces
+  // (the largest released vocabularies hold about 256k).
+  if (options.vocab_size > kMaxVocabSize)
+    throw Error(fmt::format("{} = {} is beyond the {} pieces a tokenizer can have here (the largest released "
+                            "vocabularies hold about 256k; a few thousand to 64k is usual): lower {}",
+                            options.vocab_size_name, options.vocab_size, kMaxVocabSize, options.vocab_size_name));
   if (options.model_type != "unigram" && options.model_type != "bpe")
     throw Error("tokenizer model_type must be unigram or bpe, got " + options.model_type);
-  if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
-  if (fs::exists(options.out_dir) && !fs::is_directory(options.out_dir))
-    throw Error("--out " + options.out_dir + " exists and is not a directory");
   for (const char* name : {kTokenizerModelFile, kTokenizerVocabFile, kTokenizerSettingsFile}) {
     std::error_code ec;
     if (!options.force && fs::exists(fs::path(options.out_dir) / name, ec))
@@ -280,7 +323,6 @@ std::unordered_map<std::string, std::string> trainer_spec(const TokenizerTrainOp
 // old tokenizer and its record as they were. The old settings record goes first and the new one
 // comes last: a record never describes a model it did not train.
 Tokenizer write_trained_tokenizer(const TokenizerTrainOptions& options, const std::string& model) {
-  fs::create_directories(options.out_dir);
   core::StagingDir staging(options.out_dir, ".tokenizer-staging-");
   core::write_file_checked((staging / kTokenizerModelFile).string(), model);
   const Tokenizer staged = Tokenizer::load((staging / kTokenizerModelFile).string());
@@ -297,6 +339,10 @@ Tokenizer write_trained_tokenizer(const TokenizerTrainOptions& options, const st
 
 std::string train_tokenizer(const TokenizerTrainOptions& options) {
   const std::vector<std::string> files = expand_inputs(options.inputs);
+  if (options.out_dir.empty()) throw Error("no output directory given for the tokenizer (--out DIR)");
+  if (fs::exists(options.out_dir) && !fs::is_directory(options.out_dir))
+    throw Error("--out " + options.out_dir + " exists and is not a directory");
+  const core::OutputDirClaim claim(options.out_dir, "--out");  // one tokenizer training into it at a time
   check_train_options(options);
   std::string extra;
   const auto spec = trainer_spec(options, &extra);

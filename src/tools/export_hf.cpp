@@ -44,9 +44,6 @@ bool is_training_state(const fs::path& dir) {
 void check_export_dir(const std::string& out_dir, bool force) {
   const fs::path out(out_dir);
   std::error_code ec;
-  if (!fs::exists(out, ec)) return;
-  if (!fs::is_directory(out, ec))
-    throw Error(fmt::format("--out {} exists and is not a directory; choose a new directory", out_dir));
   if (is_training_state(out))
     throw Error(fmt::format("--out {} holds a checkpoint (or is inside a run's checkpoints/); an export would "
                             "replace its model.safetensors and damage it. Export into a new directory",
@@ -61,6 +58,16 @@ std::string join(const std::vector<std::string>& items) {
   for (const auto& s : items) out += (out.empty() ? "`" : ", `") + s + "`";
   return out.empty() ? "none" : out;
 }
+
+// Files as a model card names them: their names only (a path of the training machine, relative to
+// where the run started, means nothing on a Hub page; the config section keeps the paths).
+std::string join_names(const std::vector<std::string>& paths) {
+  std::vector<std::string> names;
+  for (const auto& p : paths) names.push_back(fs::path(p).filename().string());
+  return join(names);
+}
+
+std::string percent(double fraction) { return fmt::format("{:g}%", 100.0 * fraction); }
 
 // The model card's text; model_card fills the {names}.
 const char* const kCard = R"md(---
@@ -94,14 +101,15 @@ or `pipeline("fill-mask", model="{out}")("The [MASK] of the city.")`. The tokeni
 | steps | {steps} |
 | tokens seen | {tokens} |
 | training files | {train} |
-| validation MLM accuracy (last evaluation) | {accuracy} |
+| training masked | {mask_pct} of the tokens{wwm} |
+| validation MLM accuracy (last evaluation, {eval_mask_pct} of the tokens masked) | {accuracy} |
 | model | {layers} layers, hidden {hidden}, {heads} heads, feed-forward {ffn}, embedding {emb}, {params} parameters |
 | tokenizer | SentencePiece {tok_type}, {vocab} pieces; [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 |
-| masking | {mask_prob} of the tokens{wwm} |
 
 ## Config
 
-The resolved `roformer` config of the run:
+The resolved `roformer` config of the run (file paths as the run was given them, on the machine
+it trained on):
 
 ```yaml
 {yaml}```
@@ -112,6 +120,11 @@ std::string model_card(const checkpoint::LoadedCheckpoint& ck, const hf::Family&
                        const nlohmann::json& tokenizer) {
   const auto& c = ck.config;
   const auto& m = ck.model->options().model();
+  // The config as the model has it: vocab_size 0 (the tokenizer's) and embedding_size 0 (the hidden
+  // size) resolved.
+  config::Config resolved = c;
+  resolved.model.vocab_size = m.vocab_size;
+  resolved.model.embedding_size = ck.model->options().embedding_size();
   const std::string metrics = (fs::path(ck.dir) / files::kMetrics).string();
   const auto record = metrics::last_metrics_record(metrics, metrics::EvalRecord::kType);
   std::string accuracy = "not measured (the run had no validation data)";
@@ -120,19 +133,20 @@ std::string model_card(const checkpoint::LoadedCheckpoint& ck, const hf::Family&
         record, metrics + " (its last \"eval\" record)", "fix or remove that line (it was edited by hand?)"));
     accuracy = fmt::format("**{:.4f}** (top-5 {:.4f}, loss {:.4f}, perplexity {:.2f}) at step {}, on {} masked tokens "
                            "of {}", eval.accuracy, eval.top5_accuracy, eval.loss, eval.perplexity, eval.step,
-                           eval.n_predicted, join(c.data.valid_files));
+                           eval.n_predicted, join_names(c.data.valid_files));
   }
   return fmt::format(
       fmt::runtime(kCard), fmt::arg("model_type", family.model_type()), fmt::arg("name", family.title()),
       fmt::arg("description", family.description()), fmt::arg("architecture", family.architecture()),
       fmt::arg("dir", ck.dir), fmt::arg("out", out_dir), fmt::arg("steps", ck.state.step),
-      fmt::arg("tokens", ck.state.tokens_seen), fmt::arg("train", join(c.data.train_files)),
+      fmt::arg("tokens", ck.state.tokens_seen), fmt::arg("train", join_names(c.data.train_files)),
       fmt::arg("accuracy", accuracy), fmt::arg("layers", m.num_layers), fmt::arg("hidden", m.hidden_size),
       fmt::arg("heads", m.num_heads), fmt::arg("ffn", m.intermediate_size),
       fmt::arg("emb", ck.model->options().embedding_size()),
       fmt::arg("params", ck.model->num_parameters()), fmt::arg("tok_type", tokenizer["model"]["type"].get<std::string>()),
-      fmt::arg("vocab", m.vocab_size), fmt::arg("mask_prob", c.masking.mask_prob),
-      fmt::arg("wwm", c.masking.whole_word ? ", whole words" : ""), fmt::arg("yaml", config::to_yaml(c)));
+      fmt::arg("vocab", m.vocab_size), fmt::arg("mask_pct", percent(c.masking.mask_prob)),
+      fmt::arg("eval_mask_pct", percent(c.eval.mask_prob)),
+      fmt::arg("wwm", c.masking.whole_word ? ", whole words" : ""), fmt::arg("yaml", config::to_yaml(resolved)));
 }
 // model.safetensors: the tensors under the family's names. save_pretrained stores each tied tensor
 // once; from_pretrained re-ties the aliases.
@@ -156,6 +170,9 @@ std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::RoFor
 }  // namespace
 
 void export_hf(const std::string& checkpoint, const std::string& out_dir, bool force) {
+  if (fs::exists(out_dir) && !fs::is_directory(out_dir))
+    throw Error(fmt::format("--out {} exists and is not a directory; choose a new directory", out_dir));
+  const core::OutputDirClaim claim(out_dir, "--out");  // one export into it at a time
   check_export_dir(out_dir, force);
   auto ck = checkpoint::load_checkpoint(checkpoint, torch::Device(torch::kCPU));
   const hf::Family& family = hf::export_family(ck.model->options());
@@ -173,12 +190,8 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   // are complete (core/publish.h): a failed or interrupted export (a full disk, a stop signal) leaves
   // no partial export, and an earlier export replaced with --force stays whole until then; its
   // config.json, which makes a folder loadable, goes first and comes back last. A folder the export
-  // created is removed on failure.
-  std::error_code ec;
-  const bool created = !fs::exists(out_dir, ec);
-  fs::create_directories(out_dir, ec);
-  if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
-  try {
+  // created is removed on failure (the claim).
+  {
     core::StagingDir staging(out_dir, ".export-staging-");
     core::save_safetensors((staging / "model.safetensors").string(), unique, {{"format", "pt"}});
     core::write_file_checked((staging / "spiece.model").string(), spiece);
@@ -196,10 +209,6 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
       if (entry.path().filename() != "config.json") names.push_back(entry.path().filename().string());
     names.push_back("config.json");
     staging.publish({fs::path(out_dir) / "config.json"}, names);
-  } catch (...) {
-    std::error_code cleanup;
-    if (created) fs::remove(out_dir, cleanup);  // only if empty: nothing of anyone else's is removed
-    throw;
   }
   spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), spiece.model, "
                "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md, {}", ck.dir,

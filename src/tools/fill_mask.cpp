@@ -73,21 +73,21 @@ std::string filled_text(const data::Tokenizer& tok, const std::string& text, con
   return out + text.substr(start);
 }
 
-// The texts: the arguments, or one per line of stdin. Texts are checked as data files are: invalid
-// UTF-8 would otherwise be tokenized as garbage (and end --json output in an encoding error).
-std::vector<std::string> read_texts(const FillMaskRequest& req) {
-  std::vector<std::string> texts = req.texts;
-  for (size_t i = 0; i < texts.size(); ++i)
-    if (const int64_t bad = data::find_invalid_utf8(texts[i]); bad >= 0)
-      throw Error(fmt::format("text argument {}: invalid UTF-8 at byte {}; pass UTF-8 text", i + 1, bad + 1));
+// A text to fill and how messages name it ("text 2": the second argument; "stdin line 7").
+struct Text {
+  std::string text;
+  std::string name;
+};
+
+// The texts: the arguments, or one per line of stdin (empty lines skipped).
+std::vector<Text> read_texts(const FillMaskRequest& req) {
+  std::vector<Text> texts;
+  for (size_t i = 0; i < req.texts.size(); ++i) texts.push_back({req.texts[i], fmt::format("text {}", i + 1)});
   if (texts.empty()) {
     std::string line;
     for (int64_t number = 1; std::getline(std::cin, line); ++number) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (const int64_t bad = data::find_invalid_utf8(line); bad >= 0)
-        throw Error(fmt::format("stdin line {}: invalid UTF-8 at byte {} of the line; re-encode the input as UTF-8 "
-                                "(e.g. iconv -f latin1 -t utf-8)", number, bad + 1));
-      if (!line.empty()) texts.push_back(line);
+      if (!line.empty()) texts.push_back({line, fmt::format("stdin line {}", number)});
     }
   }
   if (texts.empty()) throw Error("no text: pass \"... [MASK] ...\" as an argument or one text per line on stdin");
@@ -131,20 +131,28 @@ void print_filled(checkpoint::LoadedCheckpoint& ck, const std::string& text, con
 void run_fill_mask(const FillMaskRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
-  const std::vector<std::string> texts = read_texts(req);
+  const std::vector<Text> texts = read_texts(req);
   const int64_t max_len = ck.config.model.max_position_embeddings;
   const int64_t k = std::min<int64_t>(req.top_k, ck.tokenizer->vocab_size());
   torch::NoGradGuard no_grad;
   int64_t failed = 0;
-  for (size_t n = 0; n < texts.size(); ++n) {
-    // A text that cannot be filled is said (one line naming it) and the others still run.
-    const auto ids = encode_with_masks(*ck.tokenizer, texts[n]);
-    if (const std::string problem = text_problem(texts[n], ids, max_len); !problem.empty()) {
-      spdlog::error("text {} ({}): {}", n + 1, quoted(texts[n]), problem);
+  for (const auto& [text, name] : texts) {
+    // A text that cannot be filled is said (one line naming it) and the others still run. Texts are
+    // checked as data files are: invalid UTF-8 would be tokenized as garbage (and end --json output in
+    // an encoding error), and is not quoted back.
+    if (const int64_t bad = data::find_invalid_utf8(text); bad >= 0) {
+      spdlog::error("{}: invalid UTF-8 at byte {}; pass UTF-8 text (re-encode it, e.g. iconv -f latin1 -t utf-8)",
+                    name, bad + 1);
       ++failed;
       continue;
     }
-    print_filled(ck, texts[n], ids, k, device, req.json);
+    const auto ids = encode_with_masks(*ck.tokenizer, text);
+    if (const std::string problem = text_problem(text, ids, max_len); !problem.empty()) {
+      spdlog::error("{} ({}): {}", name, quoted(text), problem);
+      ++failed;
+      continue;
+    }
+    print_filled(ck, text, ids, k, device, req.json);
   }
   std::cout.flush();
   if (failed > 0)

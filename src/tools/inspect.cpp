@@ -16,6 +16,7 @@
 #include "metrics/records.h"
 #include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
+#include "data/tokenizer.h"
 
 namespace roformer::tools {
 namespace files = checkpoint::files;
@@ -35,6 +36,20 @@ void print_last_train(const json& record, const std::string& metrics_path) {
                            t.accuracy, t.lr);
 }
 
+// The config as the model has it: model.vocab_size 0 (the tokenizer's piece count) and
+// model.embedding_size 0 (the hidden size) resolved, so inspect never shows a size of 0. The vocabulary
+// stays 0 when the checkpoint's tokenizer cannot be read (a damaged checkpoint is still reported).
+config::Config resolved_sizes(config::Config c, const std::string& dir) {
+  if (c.model.vocab_size == 0) {
+    try {
+      c.model.vocab_size = data::Tokenizer::load((fs::path(dir) / files::kTokenizer).string()).vocab_size();
+    } catch (const Error&) {
+    }
+  }
+  c.model.embedding_size = config::effective_embedding_size(c.model);
+  return c;
+}
+
 }  // namespace
 
 int run_inspect(const std::string& path, bool as_json) {
@@ -52,7 +67,12 @@ int run_inspect(const std::string& path, bool as_json) {
   auto check = checkpoint::verify_checkpoint(dir);
   json report = {{"checkpoint", dir}, {"intact", check.ok}};
   if (!check.ok) report["problem"] = check.problem;
-  const checkpoint::CheckpointMetaParts meta = checkpoint::read_checkpoint_meta_parts(dir);
+  checkpoint::CheckpointMetaParts meta = checkpoint::read_checkpoint_meta_parts(dir);
+  if (meta.config) {
+    meta.config = resolved_sizes(*meta.config, dir);
+    report["vocab_size"] = meta.config->model.vocab_size;
+    report["embedding_size"] = meta.config->model.embedding_size;
+  }
   const std::string metrics_path = (fs::path(dir) / files::kMetrics).string();
   const json last_train = metrics::last_metrics_record(metrics_path, metrics::TrainRecord::kType);
   if (const auto& state = meta.state) {
@@ -73,12 +93,15 @@ int run_inspect(const std::string& path, bool as_json) {
       std::cout << fmt::format("step          {}\n", state->step);
       std::cout << fmt::format("tokens seen   {}\n", state->tokens_seen);
       std::cout << fmt::format("parameters    {}\n", state->num_parameters);
+      if (meta.config)
+        std::cout << fmt::format("sizes         vocab_size {}, embedding_size {} (resolved)\n",
+                                 meta.config->model.vocab_size, meta.config->model.embedding_size);
       if (const auto& e = state->last_eval)
         std::cout << fmt::format("last eval     MLM accuracy {:.4f}, loss {:.4f}, perplexity {:.2f}\n", e->accuracy,
                                  e->loss, e->perplexity);
     }
     if (!last_train.is_null()) print_last_train(last_train, metrics_path);
-    if (meta.config) std::cout << "config:\n" << config::to_yaml(*meta.config);
+    if (meta.config) std::cout << "config (sizes resolved):\n" << config::to_yaml(*meta.config);
   }
   return check.ok ? 0 : 1;
 }

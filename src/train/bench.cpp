@@ -11,10 +11,15 @@
 #include <torch/torch.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -56,9 +61,30 @@ struct BenchedStep {
   const c10::Device& device() const { return placement->device(); }
 };
 
+// Where the profiler writes the trace first: beside `path`, renamed over it once it is whole.
+std::string partial_trace_path(const std::string& path) { return fmt::format("{}.partial-{}.json", path, ::getpid()); }
+
+// --profile's destination, checked before anything is measured: its folder is made and takes a file.
+void check_profile_path(const std::string& path) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec))
+    throw Error(fmt::format("--profile {} is a directory; give a file name, e.g. --profile {}", path,
+                            (p / "trace.json").string()));
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  const std::string probe = partial_trace_path(path);
+  const int fd = ec ? -1 : ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw Error(fmt::format("--profile {}: cannot write the trace there ({}); give a path in a writable folder", path,
+                            ec ? ec.message() : std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 // Runs `steps` more training steps under the Kineto profiler (host ops and, on CUDA, kernels and
 // memory copies) and writes a Chrome trace to `path`. Outside the measured window: profiling slows
-// the host side, so it never touches the reported figures.
+// the host side, so it never touches the reported figures. The profiler reports no failure to write
+// (it logs one), so the trace is written beside `path`, checked, then renamed into place.
 void profile_steps(BenchedStep& bench, int64_t steps, const std::string& path) {
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
@@ -70,8 +96,18 @@ void profile_steps(BenchedStep& bench, int64_t steps, const std::string& path) {
   for (int64_t i = 0; i < steps; ++i) bench.run(/*host_sync=*/i + 1 == steps);
   core::synchronize(bench.device());
   auto result = prof::disableProfiler();
-  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
-  result->save(path);
+  const std::string partial = partial_trace_path(path);
+  result->save(partial);
+  std::error_code ec;
+  const auto size = fs::file_size(partial, ec);
+  std::string why = ec ? ec.message() : size == 0 ? "the trace is empty" : "";
+  if (why.empty()) fs::rename(partial, path, ec);
+  if (why.empty() && ec) why = ec.message();
+  if (!why.empty()) {
+    fs::remove(partial, ec);
+    throw Error(fmt::format("--profile {}: the profiler's trace could not be written ({}: a full disk, or a folder "
+                            "that became unwritable?); no trace was written", path, why));
+  }
   spdlog::info("bench: profile of {} step(s) written to {} (summary: scripts/profile_summary.py {})", steps, path, path);
 }
 
@@ -412,6 +448,7 @@ void run_train_benchmark(const TrainBenchOptions& o) {
     return;
   }
   check_bench_options(o);
+  if (!o.profile.empty()) check_profile_path(o.profile);
   const auto bench = make_bench_step(o);
   const Measurement m = measure_steps(*bench, o);
   std::string peak_source;

@@ -196,6 +196,7 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
   if (!start.resume.empty()) {
     plan.resume = l.named && l.named->dir == start.resume ? std::move(*l.named)
                                                           : checkpoint::read_checkpoint_meta(start.resume);
+    checkpoint::check_resumable(*plan.resume);
     adopt_checkpoint_config(request, *plan.resume, l);
   }
   l.cfg.train.run_dir = l.run_dir;

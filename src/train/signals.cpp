@@ -1,4 +1,4 @@
-// SIGINT/SIGTERM as a stop request (the run saves and exits; a second signal kills); see signals.h.
+// SIGINT/SIGTERM/SIGHUP as a stop request (the run saves and exits; a second signal kills); see signals.h.
 #include "train/signals.h"
 
 #include <atomic>
@@ -29,6 +29,7 @@ void install_stop_handlers() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // the terminal closed: save as for Ctrl-C
 }
 
 SaveInProgress::SaveInProgress() { g_saving.store(true); }

@@ -1,4 +1,4 @@
-// SIGINT/SIGTERM handling for the training loop: the first signal asks the loop to finish its
+// SIGINT/SIGTERM/SIGHUP (a closed terminal) handling for the training loop: the first signal asks the loop to finish its
 // step (a single process with train.grad_accum > 1 gives the step up at the next micro-batch
 // instead, rewound so the resume repeats it), save a checkpoint and exit 0; a second one restores the default action (kills), except
 // while a checkpoint is being saved: then the save completes whatever further signals arrive

@@ -114,7 +114,8 @@ void TrainStep::resolve_mode() {
   else if (!optimizer_->fused()) why = "optimizer.fused is false";
   if (!why.empty()) {
     mode_ = StepMode::kSynced;
-    spdlog::info("training step: synced, every step reads its loss back ({})", why);
+    spdlog::info("training step: each step waits for its loss before the next one starts ({}{})", why,
+                 cuda ? "; the GPU idles while the loss is read" : ": running ahead would gain nothing");
     return;
   }
   if (!cfg_.train.cuda_graph) why = "train.cuda_graph is false";
@@ -125,13 +126,15 @@ void TrainStep::resolve_mode() {
   else if (options_.sync_timings) why = "per-phase timings synchronize between the phases";
   if (!why.empty()) {
     mode_ = StepMode::kSyncFree;
-    spdlog::info("training step: sync-free between logging steps, eager (CUDA graphs: off, {})", why);
+    spdlog::info("training step: steps are queued on the GPU without waiting for their losses, which are read at "
+                 "logging steps only; each kernel is launched on its own (CUDA graphs: off, {})", why);
     return;
   }
   mode_ = StepMode::kGraphed;
   graphs_ = std::make_unique<StepGraphs>();
-  spdlog::info("training step: sync-free between logging steps, CUDA graphs: on (each micro-batch shape and the "
-               "update between logging steps; train.cuda_graph: false turns them off)");
+  spdlog::info("training step: steps are queued on the GPU without waiting for their losses, which are read at "
+               "logging steps only, and replayed as recorded launch sequences (CUDA graphs: on, one a micro-batch "
+               "shape and one for the update; train.cuda_graph: false turns them off)");
 }
 
 double TrainStep::learning_rate(int64_t step) const { return schedule_->lr(step); }

@@ -94,8 +94,9 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
     path = checkpoint::RunLayout(plan.run_dir).tokenizer_model();
     const std::string saved = (fs::path(dir) / files::kTokenizer).string();
     if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum(saved)) {
+      // Written whole or not at all (a full disk leaves no truncated copy for the next resume to refuse).
       fs::create_directories(fs::path(path).parent_path());
-      fs::copy_file(saved, path, fs::copy_options::overwrite_existing);
+      core::write_file_atomic(path, core::read_file(saved, "checkpoint tokenizer"));
     }
     tokenizer_ = data::Tokenizer::load(path);
     if (tokenizer_->fingerprint() != plan.resume->state.tokenizer_fingerprint)

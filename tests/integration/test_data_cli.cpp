@@ -229,6 +229,66 @@ TEST(DataCli, PrepareForceRemovesOnlyTheOldCorpusFiles) {
   EXPECT_EQ(PreparedCorpus::open(dir.str("corpus"))->num_documents(), 30);
 }
 
+// A prepared corpus whose meta.json is gone (a replacement killed outright between removing the old
+// meta.json and renaming the new one) is still ours: refused without --force, naming that, and
+// replaced with it, its stale shards included (issue 55: --force refused it as a folder of the user's).
+TEST(DataCli, PrepareForceReplacesACorpusMissingItsMetaJson) {
+  rt::TempDir dir;
+  const std::string prepare = prepare_in(dir);
+  rt::write_file(dir.str("big.txt"), rt::synthetic_text(400, 6, 8));
+  rt::write_file(dir.str("a.txt"), rt::synthetic_text(30, 4, 8));
+  ASSERT_EQ(rt::run_roformer(prepare + dir.str("corpus") + " --input " + dir.str("big.txt")).exit_code, 0);
+  rt::write_file(dir.str("corpus/shard_00007.tok"), rt::read_file(dir.str("corpus/shard_00000.tok")));  // a stale shard
+  rt::fs::remove(dir.str("corpus/meta.json"));
+  expect_refused(rt::run_roformer(prepare + dir.str("corpus") + " --input " + dir.str("a.txt")),
+                 "holds a prepared corpus without its meta.json (an interrupted prepare?), which cannot be read; pass "
+                 "--force to replace it");
+  const auto r = rt::run_roformer(prepare + dir.str("corpus") + " --force --input " + dir.str("a.txt"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(PreparedCorpus::open(dir.str("corpus"))->num_documents(), 30);
+  EXPECT_FALSE(rt::fs::exists(dir.str("corpus/shard_00007.tok"))) << "the stale shard went with the old corpus";
+  // A user's file beside the corpus files: not all ours, so refused even with --force.
+  rt::fs::remove(dir.str("corpus/meta.json"));
+  rt::write_file(dir.str("corpus/notes.txt"), "mine\n");
+  expect_refused(rt::run_roformer(prepare + dir.str("corpus") + " --force --input " + dir.str("a.txt")),
+                 "is not empty and holds no prepared corpus");
+}
+
+// One 20 MB paragraph of one repeated word (a one-row Parquet file of it, or one line of text): read
+// in 64 KiB pieces, it kept SentencePiece busy for over 15 minutes (issue 55; a regression of issue
+// 40, when such a line was skipped whole). Now refused at once, as before, for the pieces it can learn.
+TEST(DataCli, ALongRepeatedParagraphTrainsTheTokenizerInBoundedTime) {
+  rt::TempDir dir;
+  std::string line;
+  for (int i = 0; i < 4000000; ++i) line += "word ";
+  rt::write_file(dir.str("rep.txt"), line + "\n");
+  std::vector<std::string> inputs = {dir.str("rep.txt")};
+  if (!rt::python().empty() &&
+      rt::run_command(rt::python() + " -c 'import pyarrow as pa, pyarrow.parquet as pq; pq.write_table(pa.table("
+                      "{\"text\": [\"word \" * 4000000]}), \"" + dir.str("rep.parquet") + "\")'").exit_code == 0)
+    inputs.push_back(dir.str("rep.parquet"));
+  for (const auto& input : inputs) {
+    SCOPED_TRACE(input);
+    const auto r = rt::run_command("timeout 300 " + rt::roformer_bin() + " tokenizer train --no-progress --input " +
+                                   input + " --vocab-size 4000 --out " + dir.str("tok"));
+    expect_refused(r, "--vocab-size = 4000 is more pieces than this text supports");
+  }
+}
+
+// The top of the int range, where SentencePiece's own arithmetic wraps and it trains without end, is
+// refused at once like every size beyond the bound (issue 55: 2147483647 ran with no output and no end).
+TEST(DataCli, AVocabularyBeyondTheBoundIsRefusedAtOnce) {
+  rt::TempDir dir;
+  rt::write_file(dir.str("a.txt"), rt::synthetic_text(10, 5, 3));
+  for (const std::string size : {"2147483647", "2000000000", "1000001"}) {
+    SCOPED_TRACE(size);
+    const auto r = rt::run_command("timeout 120 " + rt::roformer_bin() + " tokenizer train --no-progress --input " +
+                                   dir.str("a.txt") + " --vocab-size " + size + " --out " + dir.str("tok"));
+    expect_refused(r, "--vocab-size = " + size + " is beyond the 1000000 pieces a tokenizer can have here");
+    EXPECT_FALSE(rt::fs::exists(dir.str("tok")));
+  }
+}
+
 // Valid input the reader does not take is named for what it is, with advice that fits: a zstd frame
 // with a window beyond the bound (zstd --long=31), a compressed Parquet file; and valid input it
 // takes: a gzip file padded with zero bytes (gzip ignores them), a text starting with "PAR1".

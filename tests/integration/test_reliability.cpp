@@ -528,5 +528,198 @@ TEST_F(Reliability, ARunDirectoryInsideItsInputFolderIsNotReadAsInput) {
       << resumed.output;
 }
 
+// ---- The fourth sweep (issue 55): links, bounds, checked writes, signals, locks, hand edits ----
+
+// RUN/.lock as a symbolic link to a user's file: the link is removed, never followed, so the file keeps
+// its text and no process id is written into it (nor its text shown as the lock's owner).
+TEST_F(Reliability, ALockFileThatIsASymbolicLinkIsNeverFollowed) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  write_file(tmp_.str("notes.txt"), "my notes\n");
+  fs::remove(tmp_.str("run/.lock"));
+  fs::create_symlink(tmp_.str("notes.txt"), tmp_.str("run/.lock"));
+  const auto r = train("run", "--set train.steps=6 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_file(tmp_.str("notes.txt")), "my notes\n");
+  EXPECT_EQ(r.output.find("my notes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("was a symbolic link (to '" + tmp_.str("notes.txt") + "'): removed the link, never followed it"),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(fs::is_symlink(tmp_.str("run/.lock")));
+  // A dangling link is a run directory's lock all the same, not a file of the user's.
+  fs::remove(tmp_.str("run/.lock"));
+  fs::create_symlink(tmp_.str("gone.txt"), tmp_.str("run/.lock"));
+  ASSERT_EQ(train("run", "--set train.steps=9 --resume auto").exit_code, 0);
+  EXPECT_FALSE(fs::exists(tmp_.str("gone.txt")));
+}
+
+// A start refused after the run directory was locked leaves no directory holding only .lock.
+TEST_F(Reliability, ARefusedStartLeavesNoRunDirectoryBehind) {
+  expect_user_error(train("new/run", "--set data.train_files=[" + tmp_.str("missing.txt") + "]"),
+                    "data.train_files: input file not found");
+  EXPECT_FALSE(fs::exists(tmp_.str("new"))) << "nor the folder above it that the run made";
+  fs::create_directories(tmp_.str("empty"));
+  expect_user_error(train("empty", "--set data.train_files=[" + tmp_.str("missing.txt") + "]"),
+                    "data.train_files: input file not found");
+  EXPECT_TRUE(fs::exists(tmp_.str("empty"))) << "the user's folder stays";
+  EXPECT_TRUE(fs::is_empty(tmp_.str("empty"))) << "without a .lock";
+  ASSERT_EQ(train("empty", "--set train.steps=3").exit_code, 0);
+}
+
+// `bench --profile` into a place that takes no file: refused before measuring, exit 1, one line;
+// never "written".
+TEST_F(Reliability, AProfileThatCannotBeWrittenIsAnError) {
+  const std::string bench = "bench -c " + config_ + " --synthetic --set model.vocab_size=120 --steps 1 --warmup 0 --json";
+  const auto proc = run_roformer(bench + " --profile /proc/trace.json");
+  expect_user_error(proc, "--profile /proc/trace.json: cannot write the trace there");
+  EXPECT_EQ(proc.output.find("written"), std::string::npos) << proc.output;
+  EXPECT_EQ(proc.output.find("\"tokens_per_s\""), std::string::npos) << "refused before measuring: " << proc.output;
+  const auto written = run_roformer(bench + " --profile " + tmp_.str("prof/trace.json"));
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  EXPECT_GT(fs::file_size(tmp_.str("prof/trace.json")), 0u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp_.str("prof")), fs::directory_iterator()), 1) << "no partial left";
+  if (::geteuid() == 0) GTEST_SKIP() << "a read-only folder binds no root process";
+  fs::create_directories(tmp_.str("ro"));
+  fs::permissions(tmp_.str("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+  const auto ro = run_roformer(bench + " --profile " + tmp_.str("ro/trace.json"));
+  fs::permissions(tmp_.str("ro"), fs::perms::owner_all);
+  expect_user_error(ro, "cannot write the trace there (Permission denied)");
+}
+
+// SIGHUP (the terminal closed) stops a run as SIGINT and SIGTERM do: it saves and says how to resume.
+TEST_F(Reliability, AClosedTerminalSavesLikeCtrlC) {
+  const std::string log = tmp_.str("log");
+  const auto r = run_command(roformer_bin() + " train -c " + config_ + " --run-dir " + tmp_.str("run") +
+                             " --set train.steps=100000 --set checkpoint.every=0 --set logging.every=1 > " + log +
+                             " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'step 2/' " + log +
+                             " && break; sleep 0.1; done; kill -HUP $pid; wait $pid; echo \"exit $?\"");
+  const std::string out = read_file(log);
+  EXPECT_NE(r.output.find("exit 0"), std::string::npos) << r.output << out;
+  EXPECT_NE(out.find("Resume with: roformer train"), std::string::npos) << out;
+  EXPECT_FALSE(fs::is_empty(tmp_.str("run/checkpoints"))) << out;
+}
+
+// SIGHUP during prepare: the staging folder goes with the process, as at SIGINT and SIGTERM.
+TEST_F(Reliability, AClosedTerminalLeavesNoPrepareStagingFolder) {
+  ASSERT_EQ(run_roformer("tokenizer train --input " + tmp_.str("train.txt") + " --vocab-size 120 --no-progress --out " +
+                         tmp_.str("tok")).exit_code, 0);
+  std::string big;
+  for (int i = 0; i < 60; ++i) big += synthetic_corpus(200, 4, static_cast<unsigned>(i));
+  write_file(tmp_.str("big.txt"), big);
+  const std::string out = tmp_.str("prep");
+  fs::create_directories(out);
+  const auto r = run_command(roformer_bin() + " prepare --tokenizer " + tmp_.str("tok/tokenizer.model") + " --input " +
+                             tmp_.str("big.txt") + " --threads 1 --no-progress --out " + out +
+                             " > /dev/null 2>&1 & pid=$!; for i in $(seq 300); do ls -a " + out +
+                             " | grep -q staging && break; sleep 0.02; done; kill -HUP $pid; wait $pid; echo \"exit $?\"");
+  EXPECT_NE(r.output.find("exit 129"), std::string::npos) << "died of SIGHUP, as without the guard: " << r.output;
+  EXPECT_TRUE(fs::is_empty(out)) << "left in " << out;
+}
+
+// --overwrite never deletes a checkpoint a reader (eval, export, fill-mask) holds: refused before
+// anything is deleted. A reader facing another program's exclusive lock says what it waits for and
+// gives up after its bound.
+TEST_F(Reliability, LocksOnCheckpointsAreSaidAndBounded) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const std::string ck = checkpoint_dir(tmp_.str("run"), 3);
+  const auto before = snapshot(tmp_.str("run/checkpoints"));
+  // flock(1) holds a shared lock on the checkpoint as CheckpointReadLock does (-o: flock itself holds
+  // it, not its command, so killing flock releases it).
+  const auto held = run_command("(flock -o -s " + ck + " sleep 30 > /dev/null 2>&1 & holder=$!; sleep 0.5; " + roformer_bin() +
+                                " train -c " + config_ + " --run-dir " + tmp_.str("run") + " --overwrite; echo \"exit $?\"; "
+                                "kill $holder)");
+  EXPECT_NE(held.output.find("--overwrite would delete checkpoint " + ck + " while another process reads it"),
+            std::string::npos) << held.output;
+  EXPECT_NE(held.output.find("exit 1"), std::string::npos) << held.output;
+  EXPECT_EQ(snapshot(tmp_.str("run/checkpoints")), before);
+
+  const auto waited = run_command("(flock -o -x " + ck + " sleep 30 > /dev/null 2>&1 & holder=$!; sleep 0.5; "
+                                  "ROFORMER_FAULT_READ_LOCK_WAIT_MS=1500 " + roformer_bin() + " eval --checkpoint " + ck +
+                                  " --data " + tmp_.str("train.txt") + "; echo \"exit $?\"; kill $holder)");
+  EXPECT_NE(waited.output.find("is locked by another process"), std::string::npos) << waited.output;
+  EXPECT_NE(waited.output.find("waiting up to 2 s for it"), std::string::npos) << waited.output;
+  EXPECT_NE(waited.output.find("stayed locked by another process for 2 s"), std::string::npos) << waited.output;
+  EXPECT_NE(waited.output.find("exit 1"), std::string::npos) << waited.output;
+}
+
+// Two commands writing into one new folder: the second is refused while the first owns it, naming its
+// process, and the first completes (it used to finish both, the later replacing the earlier).
+TEST_F(Reliability, TwoCommandsIntoOneNewFolderTheSecondIsRefused) {
+  std::string big;
+  for (int i = 0; i < 30; ++i) big += synthetic_corpus(200, 4, static_cast<unsigned>(i));
+  write_file(tmp_.str("big.txt"), big);
+  // tokenizer train: the first holds its --out while SentencePiece trains.
+  const std::string tok_args = "tokenizer train --input " + tmp_.str("big.txt") + " --vocab-size 120 --no-progress --out ";
+  const auto tok = run_command("(" + roformer_bin() + " " + tok_args + tmp_.str("tok") + " > " + tmp_.str("tok.log") +
+                               " 2>&1 & pid=$!; for i in $(seq 300); do [ -d " + tmp_.str("tok") +
+                               " ] && break; sleep 0.01; done; " + roformer_bin() + " " + tok_args + tmp_.str("tok") +
+                               "; echo \"second exit $?\"; wait $pid; echo \"first exit $?\")");
+  EXPECT_NE(tok.output.find("second exit 1"), std::string::npos) << tok.output;
+  EXPECT_NE(tok.output.find("--out " + tmp_.str("tok") + " is being written by another roformer process (pid "),
+            std::string::npos) << tok.output;
+  EXPECT_NE(tok.output.find("first exit 0"), std::string::npos) << tok.output << read_file(tmp_.str("tok.log"));
+  // prepare: the same.
+  const std::string prep_args = "prepare --tokenizer " + tmp_.str("tok/tokenizer.model") + " --input " +
+                                tmp_.str("big.txt") + " --threads 1 --no-progress --out " + tmp_.str("prep");
+  const auto prep = run_command("(" + roformer_bin() + " " + prep_args + " > /dev/null 2>&1 & pid=$!; for i in $(seq 300); "
+                                "do [ -d " + tmp_.str("prep") + " ] && break; sleep 0.01; done; " + roformer_bin() + " " +
+                                prep_args + "; echo \"second exit $?\"; wait $pid; echo \"first exit $?\")");
+  EXPECT_NE(prep.output.find("second exit 1"), std::string::npos) << prep.output;
+  EXPECT_NE(prep.output.find("is being written by another roformer process"), std::string::npos) << prep.output;
+  EXPECT_NE(prep.output.find("first exit 0"), std::string::npos) << prep.output;
+  EXPECT_TRUE(fs::exists(tmp_.str("prep/meta.json")));
+  // export: the first sleeps in its publish (fault injection) while the second starts.
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  const std::string export_args = " export --checkpoint " + tmp_.str("run") + " --format hf --out " + tmp_.str("hf");
+  const auto exp = run_command("(ROFORMER_FAULT_PUBLISH_DELAY_MS=2000 " + roformer_bin() + export_args + " > " +
+                               tmp_.str("export.log") + " 2>&1 & pid=$!; for i in $(seq 300); do grep -q 'publish: "
+                               "waiting' " + tmp_.str("export.log") + " && break; sleep 0.1; done; " + roformer_bin() +
+                               export_args + "; echo \"second exit $?\"; wait $pid; echo \"first exit $?\")");
+  EXPECT_NE(exp.output.find("second exit 1"), std::string::npos) << exp.output;
+  EXPECT_NE(exp.output.find("is being written by another roformer process"), std::string::npos) << exp.output;
+  EXPECT_NE(exp.output.find("first exit 0"), std::string::npos) << exp.output;
+  EXPECT_TRUE(fs::exists(tmp_.str("hf/config.json")));
+}
+
+// A checkpoint edited by hand with its manifest kept matching: the data position's phase and the
+// metrics it holds are checked too, and refused naming the file before anything is written.
+TEST_F(Reliability, AResumeValidatesWhatTheCheckpointHoldsNotOnlyItsChecksums) {
+  const std::string phased = "--set train.steps=9 --set 'train.phases=[{from_step: 4, max_seq_len: 64}]'";
+  ASSERT_EQ(train("run", phased).exit_code, 0);
+  const std::string ck = checkpoint_dir(tmp_.str("run"), 9);
+  const std::string state = read_file(ck + "/trainer_state.json");
+  auto edited = nlohmann::json::parse(state);
+  ASSERT_EQ(edited["loader"]["phase"], 1) << state;
+  edited["loader"]["phase"] = 0;
+  rewrite_checkpoint_file(ck, "trainer_state.json", edited.dump(2));
+  const auto before = snapshot(tmp_.str("run"));
+  const std::string resume = phased + " --set train.steps=12 --resume " + ck;
+  expect_user_error(train("run", resume), "trainer_state.json: loader.phase 0");
+  EXPECT_EQ(snapshot(tmp_.str("run")), before);
+  rewrite_checkpoint_file(ck, "trainer_state.json", state);
+
+  const std::string metrics = read_file(ck + "/metrics.jsonl");
+  rewrite_checkpoint_file(ck, "metrics.jsonl", metrics.substr(0, metrics.size() - 10));  // the last record cut short
+  const auto cut = train("run", resume);
+  expect_user_error(cut, "metrics.jsonl: line ");
+  EXPECT_NE(cut.output.find("is not a whole JSON record (cut short: no end of line)"), std::string::npos) << cut.output;
+  rewrite_checkpoint_file(ck, "metrics.jsonl", metrics);
+  ASSERT_EQ(train("run", resume).exit_code, 0);
+  for (const auto& [step, record] : read_metrics(tmp_.str("run"))) EXPECT_TRUE(record.is_object()) << step;
+}
+
+// A full disk (here a file-size limit) during a resume's copy of the checkpoint's tokenizer: the
+// error names the write that failed, and no truncated copy blocks the next resume.
+TEST_F(Reliability, AFullDiskDuringAResumeLeavesNothingThatBlocksTheNext) {
+  ASSERT_EQ(train("run", "--set train.steps=3").exit_code, 0);
+  fs::remove(tmp_.str("run/tokenizer/tokenizer.model"));
+  const auto full = run_command("ulimit -f 2 && " + roformer_bin() + " train -c " + config_ + " --run-dir " +
+                                tmp_.str("run") + " --set train.steps=6 --resume auto");
+  expect_user_error(full, "File too large");
+  EXPECT_EQ(full.output.find("Input/output error"), std::string::npos) << full.output;
+  const auto again = train("run", "--set train.steps=6 --resume auto");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(read_file(tmp_.str("run/tokenizer/tokenizer.model")),
+            read_file(checkpoint_dir(tmp_.str("run"), 3) + "/tokenizer.model"));
+}
+
 }  // namespace
 }  // namespace roformer::test

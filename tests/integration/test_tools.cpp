@@ -349,17 +349,24 @@ TEST_F(ToolsTest, FillMaskShowsTheFilledText) {
             std::string::npos) << table.output;
 }
 
-TEST_F(ToolsTest, FillMaskRefusesInvalidUtf8) {
+// Invalid UTF-8 is named (never quoted back) like a text without [MASK]: the others still run, and
+// the command exits 1 at the end (issue 55: one invalid text sank them all).
+TEST_F(ToolsTest, FillMaskNamesInvalidUtf8AndFillsTheOthers) {
   for (const std::string json_flag : {"", " --json"}) {
     auto piped = run_command("printf 'the [MASK] cat.\\na \\303\\050 [MASK].\\n' | " + roformer_bin() +
                              " fill-mask" + json_flag + " --checkpoint " + run_);
     EXPECT_EQ(piped.exit_code, 1) << piped.output;
-    EXPECT_NE(piped.output.find("stdin line 2: invalid UTF-8 at byte 3 of the line"), std::string::npos)
+    EXPECT_NE(piped.output.find("stdin line 2: invalid UTF-8 at byte 3; pass UTF-8 text"), std::string::npos)
         << piped.output;
+    EXPECT_NE(piped.output.find(json_flag.empty() ? "the [MASK] cat.\n  -> the " : "{\"filled\":\"the "),
+              std::string::npos) << "the valid text is filled: " << piped.output;
+    EXPECT_NE(piped.output.find("1 of 2 text(s) could not be filled"), std::string::npos) << piped.output;
   }
   auto arg = run_command(roformer_bin() + " fill-mask --json --checkpoint " + run_ + " 'ok [MASK]' \"$(printf 'bad \\377 [MASK]')\"");
   EXPECT_EQ(arg.exit_code, 1) << arg.output;
-  EXPECT_NE(arg.output.find("text argument 2: invalid UTF-8 at byte 5"), std::string::npos) << arg.output;
+  EXPECT_NE(arg.output.find("text 2: invalid UTF-8 at byte 5"), std::string::npos) << arg.output;
+  EXPECT_NE(arg.output.find("\"text\":\"ok [MASK]\""), std::string::npos) << arg.output;
+  EXPECT_EQ(arg.output.find("\377"), std::string::npos) << "the invalid text is not quoted back";
 }
 
 TEST_F(ToolsTest, CountOptionsSayAtLeastOne) {
@@ -501,8 +508,33 @@ TEST_F(ToolsTest, ExportedModelFillsMasksAsRoformerDoes) {
   EXPECT_NE(card.find("| steps | 300 |"), std::string::npos) << card;
   EXPECT_NE(card.find("| tokens seen | 153600 |"), std::string::npos) << card;
   EXPECT_NE(card.find(tmp_->str("train.txt")), std::string::npos) << card;
-  EXPECT_NE(card.find("validation MLM accuracy (last evaluation) | **0."), std::string::npos) << card;
+  EXPECT_NE(card.find("validation MLM accuracy (last evaluation, 15% of the tokens masked) | **0."), std::string::npos)
+      << card;
   EXPECT_NE(card.find("AutoTokenizer.from_pretrained(\"" + out + "\")"), std::string::npos) << card;
+}
+
+// What a newcomer reads: inspect and the model card give the sizes the model has, not the config's
+// 0 ("take it from the tokenizer", "the hidden size"); the card names the training files without a
+// path of the training machine and says at which rate training and evaluation masked.
+TEST_F(ToolsTest, InspectAndTheModelCardSayTheResolvedSizes) {
+  const auto inspect = run_roformer("inspect " + run_);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("sizes         vocab_size 120, embedding_size 64 (resolved)"), std::string::npos)
+      << inspect.output;
+  EXPECT_NE(inspect.output.find("  vocab_size: 120\n"), std::string::npos) << inspect.output;
+  EXPECT_EQ(inspect.output.find("vocab_size: 0\n"), std::string::npos) << inspect.output;
+  EXPECT_EQ(inspect.output.find("embedding_size: 0\n"), std::string::npos) << inspect.output;
+  const auto as_json = run_roformer("inspect --json " + run_);
+  EXPECT_EQ(last_json(as_json.output)["vocab_size"], 120) << as_json.output;
+  const std::string out = tmp_->str("hf_card");
+  ASSERT_EQ(run_roformer("export --checkpoint " + run_ + " --out " + out).exit_code, 0);
+  const std::string card = read_file(out + "/README.md");
+  EXPECT_NE(card.find("| training files | `train.txt` |"), std::string::npos) << card;
+  EXPECT_NE(card.find("| training masked | 15% of the tokens |"), std::string::npos) << card;
+  EXPECT_NE(card.find("(last evaluation, 15% of the tokens masked)"), std::string::npos) << card;
+  EXPECT_NE(card.find("120 pieces"), std::string::npos) << card;
+  EXPECT_EQ(card.find("vocab_size: 0\n"), std::string::npos) << card;
+  EXPECT_EQ(card.find("embedding_size: 0\n"), std::string::npos) << card;
 }
 
 TEST(ToolsExport, PreLayerNormIsRefused) {
