@@ -291,32 +291,49 @@ def write_report(out_dir, meta, runs):
     return by_budget, labels
 
 
-def plot(out_dir, by_budget, labels):
+SEED_STYLES = ["o-", "s--", "^:", "d-."]  # a run's seed, by its rank among the seeds of the report
+
+
+def plot_title(meta, budget):
+    """What the figure compares: the config (and the comparison's own --set) and the budget."""
+    config = meta.get("config") or "the config"
+    sets = f" {meta['sets']}" if meta.get("sets") else ""
+    steps = f"{budget} steps" if budget else f"the config's train.steps"
+    return (f"{config}{sets}, each variant trained {steps}:\n"
+            "validation MLM loss and accuracy (masked at eval.mask_prob), one line per run")
+
+
+def plot(out_dir, meta, by_budget, labels):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     budgets = list(by_budget)
-    fig, axes = plt.subplots(len(budgets), 2, figsize=(12, 4.2 * len(budgets)), squeeze=False)
+    seeds = sorted({run["seed"] for b in budgets for g in by_budget[b].values() for run in g})
+    style = {seed: SEED_STYLES[i % len(SEED_STYLES)] for i, seed in enumerate(seeds)}
+    fig, axes = plt.subplots(len(budgets), 2, figsize=(12, 4.6 * len(budgets)), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     color = {v: colors[i % len(colors)] for i, v in enumerate(labels)}
     for row, b in enumerate(budgets):
         for v, group in by_budget[b].items():
-            for i, run in enumerate(group):
+            for run in group:
                 steps = [p[0] for p in run["curve"]]
-                label = labels[v] if i == 0 else None
-                style = "o-" if i == 0 else "s--"
-                axes[row][0].plot(steps, [p[1] for p in run["curve"]], style, ms=3, color=color[v], label=label,
-                                  alpha=0.85)
-                axes[row][1].plot(steps, [p[2] for p in run["curve"]], style, ms=3, color=color[v], label=label,
-                                  alpha=0.85)
+                for col, field in ((0, 1), (1, 2)):
+                    axes[row][col].plot(steps, [p[field] for p in run["curve"]], style[run["seed"]], ms=3,
+                                        color=color[v], alpha=0.85)
         axes[row][0].set_ylabel("validation MLM loss")
         axes[row][1].set_ylabel("validation MLM accuracy")
+        # One legend entry per variant (its colour) and per seed (its line style), not per run.
+        handles = [Line2D([], [], color=color[v], label=labels[v]) for v in by_budget[b]]
+        if len(seeds) > 1:
+            handles += [Line2D([], [], color="grey", linestyle=style[s][1:], marker=style[s][0], ms=3,
+                               label=f"seed {s}") for s in seeds]
+        axes[row][0].set_title(plot_title(meta, b), fontsize=9, loc="left")
         for ax in axes[row]:
-            ax.set_xlabel("step" + (f" (budget {b} steps)" if b else ""))
+            ax.set_xlabel("step")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-    fig.suptitle("Variants at an equal budget (one line per run)")
+            ax.legend(handles=handles, fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "curves.png"), dpi=110)
 
@@ -328,7 +345,7 @@ def main() -> int:
     out_dir = sys.argv[1]
     meta, runs = load(out_dir)
     by_budget, labels = write_report(out_dir, meta, runs)
-    plot(out_dir, by_budget, labels)
+    plot(out_dir, meta, by_budget, labels)
     print(open(os.path.join(out_dir, "results.md")).read())
     print(f"wrote {out_dir}/results.md, results.json, curves.png")
     return 0

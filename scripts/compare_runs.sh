@@ -176,7 +176,8 @@ done
 
 # What the report needs to know of the variants: their order, labels and overrides, and the claim.
 {
-  printf '{"claim": "%s", "variants": [' "$CLAIM"
+  printf '{"claim": "%s", "config": "%s", "sets": "%s", "variants": [' "$CLAIM" \
+    "$(sed 's/\\/\\\\/g; s/"/\\"/g' <<<"$CONFIG")" "$(sed 's/\\/\\\\/g; s/"/\\"/g' <<<"${SETS[*]:-}")"
   sep=""
   for v in $VARIANTS; do
     printf '%s{"name": "%s", "label": "%s", "overrides": "%s"}' "$sep" "$v" \
