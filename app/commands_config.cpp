@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "core/config.h"
+#include "train/run_config.h"
 
 namespace roformer::app {
 
@@ -21,7 +22,7 @@ void register_config_commands(CLI::App& app) {
   auto* print = config->add_subcommand("print", "Print the resolved config (file + --set overrides), validated");
   print->add_option("-c,--config", args->path, "YAML config file")->required();
   print->add_option("--set", args->overrides, "Override a key: section.key=value (repeatable)");
-  print->callback([args] { std::cout << config::to_yaml(config::load_config(args->path, args->overrides)); });
+  print->callback([args] { std::cout << config::to_yaml(train::load_run_config(args->path, args->overrides)); });
 
   auto markdown = std::make_shared<bool>(false);
   auto* defaults = config->add_subcommand("defaults", "Print every key with its default, type, range and meaning");

@@ -826,23 +826,6 @@ void validate_disentangled(const ModelConfig& m) {
                         max_relative, m.max_relative_positions > 0 ? "" : ", from model.max_position_embeddings"));
 }
 
-// Settings the chosen schedule would silently ignore, or that cannot take effect.
-void validate_schedule(const Config& c) {
-  const ScheduleConfig& s = c.schedule;
-  if (s.type != "wsd") {
-    if (s.decay_fraction != ScheduleConfig().decay_fraction)
-      invalid(fmt::format("schedule.decay_fraction = {} applies to schedule.type: wsd only (got {}); remove it or set "
-                          "schedule.type: wsd", s.decay_fraction, s.type));
-    return;
-  }
-  // LrSchedule: the decay takes the last round(decay_fraction x steps) steps.
-  if (std::llround(s.decay_fraction * static_cast<double>(c.train.steps)) < 1)
-    invalid(fmt::format("schedule.decay_fraction {} of train.steps {} is {:.3g} steps: the learning rate would never "
-                        "decay; raise schedule.decay_fraction to at least {:.3g} (or train.steps)", s.decay_fraction,
-                        c.train.steps, s.decay_fraction * static_cast<double>(c.train.steps),
-                        0.5 / static_cast<double>(c.train.steps)));
-}
-
 }  // namespace
 
 void validate_model(const ModelConfig& m) {
@@ -978,12 +961,6 @@ void validate(const Config& c) {
   if (c.eval.max_seq_len > c.model.max_position_embeddings)
     invalid(fmt::format("eval.max_seq_len ({}) exceeds model.max_position_embeddings ({})", c.eval.max_seq_len,
                         c.model.max_position_embeddings));
-  if (c.schedule.warmup_steps > c.train.steps)
-    invalid(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", c.schedule.warmup_steps,
-                        c.train.steps));
-  validate_schedule(c);
-  if (c.schedule.min_lr > c.optimizer.lr)
-    invalid(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", c.schedule.min_lr, c.optimizer.lr));
   const auto& dev = c.train.device;
   if (!(dev == "auto" || dev == "cpu" || dev == "cuda" || dev.rfind("cuda:", 0) == 0))
     invalid(fmt::format("train.device = '{}': use auto, cpu, cuda or cuda:N", dev));

@@ -41,6 +41,7 @@
 #include "model/kernel_policy.h"
 #include "train/optimizer.h"
 #include "train/placement.h"
+#include "train/run_config.h"
 #include "train/step.h"
 #include "train/synthetic.h"
 #include "train/training_data.h"
@@ -120,7 +121,7 @@ struct Measurement {
   StepResult last;         // the last step (synchronized: its loss is read back)
 };
 
-// The bench's own flags; the config's are checked by config::validate.
+// The bench's own flags; the config's are checked by validate_run_config.
 void check_bench_options(const TrainBenchOptions& o) {
   if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
@@ -149,7 +150,7 @@ model::KernelPolicy bench_kernel_policy(const TrainBenchOptions& o) {
 std::unique_ptr<BenchedStep> make_bench_step(const TrainBenchOptions& o) {
   auto bench = std::make_unique<BenchedStep>();
   config::Config& cfg = bench->cfg;
-  cfg = config::load_config(o.config_path, o.overrides);  // validated
+  cfg = load_run_config(o.config_path, o.overrides);  // validated
   setup_logging(cfg.logging.level);
   if (o.synthetic && cfg.model.vocab_size == 0)
     throw Error("--synthetic needs model.vocab_size (there is no tokenizer to take it from): add "

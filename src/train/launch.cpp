@@ -28,6 +28,7 @@
 #include "dist/env.h"
 #include "train/init_from.h"
 #include "train/launch.h"
+#include "train/run_config.h"
 #include "train/schedule.h"
 #include "train/training_run.h"
 
@@ -71,7 +72,7 @@ void find_run_dir(const TrainRequest& request, Launch& l) {
 Launch read_request(const TrainRequest& request) {
   Launch l;
   if (!request.config_path.empty()) {
-    l.cfg = config::load_config(request.config_path, request.overrides);  // validated, before the run directory is locked
+    l.cfg = load_run_config(request.config_path, request.overrides);  // validated, before the run directory is locked
     l.origin = request.config_path;
     if (!request.run_dir.empty()) l.cfg.train.run_dir = request.run_dir;
   }
@@ -88,7 +89,7 @@ void adopt_checkpoint_config(const TrainRequest& request, const checkpoint::Chec
   const std::string origin = (fs::path(from.dir) / files::kConfig).string();
   config::Config saved = from.config;
   if (request.config_path.empty()) {
-    l.cfg = config::parse_config(config::to_yaml(saved), request.overrides, origin);
+    l.cfg = parse_run_config(config::to_yaml(saved), request.overrides, origin);
     l.origin = origin;
   }
   // train.param_dtype auto compares as what it becomes on this run's device (a checkpoint's is resolved).
@@ -200,7 +201,7 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
     adopt_checkpoint_config(request, *plan.resume, l);
   }
   l.cfg.train.run_dir = l.run_dir;
-  config::validate(l.cfg);  // the config as the run will use it: the checkpoint's, --set, the run directory
+  validate_run_config(l.cfg);  // the config as the run will use it: the checkpoint's, --set, the run directory
   if (plan.resume) check_steps_left(*plan.resume, l.cfg);
   if (plan.resume) warn_learning_rate_jump(*plan.resume, l.cfg);
   setup_logging(l.cfg.logging.level);

@@ -6,7 +6,34 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace roformer::train {
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error("invalid config: " + msg); }
+
+}  // namespace
+
+void validate_schedule(const config::Config& c) {
+  const config::ScheduleConfig& s = c.schedule;
+  if (s.warmup_steps > c.train.steps)
+    invalid(fmt::format("schedule.warmup_steps ({}) must be <= train.steps ({})", s.warmup_steps,
+                                c.train.steps));
+  if (s.type != "wsd") {
+    if (s.decay_fraction != config::ScheduleConfig().decay_fraction)
+      invalid(fmt::format("schedule.decay_fraction = {} applies to schedule.type: wsd only (got {}); remove it "
+                                  "or set schedule.type: wsd", s.decay_fraction, s.type));
+  } else if (std::llround(s.decay_fraction * static_cast<double>(c.train.steps)) < 1) {
+    // LrSchedule: the decay takes the last round(decay_fraction x steps) steps.
+    invalid(fmt::format("schedule.decay_fraction {} of train.steps {} is {:.3g} steps: the learning rate would "
+                                "never decay; raise schedule.decay_fraction to at least {:.3g} (or train.steps)",
+                                s.decay_fraction, c.train.steps, s.decay_fraction * static_cast<double>(c.train.steps),
+                                0.5 / static_cast<double>(c.train.steps)));
+  }
+  if (s.min_lr > c.optimizer.lr)
+    invalid(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", s.min_lr, c.optimizer.lr));
+}
 
 LrSchedule::LrSchedule(const config::ScheduleConfig& schedule, double peak_lr, int64_t total_steps)
     : type_(schedule.type),

@@ -10,6 +10,11 @@
 
 namespace roformer::train {
 
+// The schedule's rules (train/run_config.h): warmup within train.steps, min_lr at most the peak, and
+// settings the chosen type would silently ignore or that cannot take effect (a wsd decay of no step).
+// Throws roformer::Error naming the key to change.
+void validate_schedule(const config::Config& c);
+
 class LrSchedule {
  public:
   LrSchedule(const config::ScheduleConfig& schedule, double peak_lr, int64_t total_steps);

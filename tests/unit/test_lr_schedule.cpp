@@ -1,8 +1,11 @@
-// LrSchedule: exact values at given steps for warmup, linear, cosine and constant.
+// LrSchedule: exact values at given steps for warmup, linear, cosine and constant; the schedule's
+// rules of a run's config (validate_schedule), which it owns and core's table does not check.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "test_util.h"
+#include "train/run_config.h"
 #include "train/schedule.h"
 
 using roformer::config::ScheduleConfig;
@@ -81,4 +84,22 @@ TEST(LrSchedule, SaysWhenTheRateNeverDecays) {
   EXPECT_NE(LrSchedule(wsd, 1.0, 20).never_decays().find("the wsd decay gets 1 of the 20 train.steps"),
             std::string::npos);
   EXPECT_EQ(LrSchedule(wsd, 1.0, 100).never_decays(), "");
+}
+
+// The schedule's rules live with the schedule (issue 52): the config table alone (config::parse_config:
+// types, ranges, choices) takes these settings; the run's config (train/run_config.h) refuses each,
+// naming the key to change.
+TEST(LrSchedule, ItsRulesAreTheSchedulesAndNameTheKeyToChange) {
+  using roformer::test::error_of;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"train.steps=10", "schedule.warmup_steps=20"}, "schedule.warmup_steps (20) must be <= train.steps (10)"},
+      {{"schedule.decay_fraction=0.5"}, "schedule.decay_fraction = 0.5 applies to schedule.type: wsd only (got linear)"},
+      {{"schedule.type=wsd", "schedule.warmup_steps=0", "train.steps=12", "schedule.decay_fraction=0.01"},
+       "schedule.decay_fraction 0.01 of train.steps 12 is 0.12 steps: the learning rate would never decay"},
+      {{"optimizer.lr=1e-4", "schedule.min_lr=1e-3"}, "schedule.min_lr (0.001) must be <= optimizer.lr (0.0001)"}};
+  for (const auto& [overrides, message] : cases) {
+    EXPECT_NO_THROW(roformer::config::parse_config("", overrides)) << message;
+    const std::string msg = error_of([&] { roformer::train::parse_run_config("", overrides); });
+    EXPECT_NE(msg.find("invalid config: " + message), std::string::npos) << msg;
+  }
 }
