@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
+#include "kernels/op_paths.h"
 #include "model/autocast.h"
 #include "model/kernel_policy.h"
 #include "model/recompute.h"
@@ -79,6 +80,41 @@ torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return linear(x, layer->weight, layer->bias);
 }
 
+namespace {
+
+// Rows stacked over one storage: the forward aliases it, the backward hands each part its rows of
+// the gradient (views of one tensor, no copy).
+class StackedViewFunction : public torch::autograd::Function<StackedViewFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a,
+                                                const torch::Tensor& b, const torch::Tensor& c) {
+    ctx->saved_data["rows"] = a.size(0);
+    auto sizes = a.sizes().vec();
+    sizes[0] *= 3;
+    return {torch::empty({0}, a.options()).set_(a.storage(), a.storage_offset(), sizes, a.strides())};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return grads[0].split(ctx->saved_data["rows"].toInt(), 0);
+  }
+};
+
+bool side_by_side(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+  auto same_kind = [&](const torch::Tensor& t) {
+    return t.defined() && t.sizes() == a.sizes() && t.scalar_type() == a.scalar_type() && t.device() == a.device() &&
+           t.is_contiguous() && t.storage().unsafeGetStorageImpl() == a.storage().unsafeGetStorageImpl();
+  };
+  return same_kind(a) && same_kind(b) && same_kind(c) && b.storage_offset() == a.storage_offset() + a.numel() &&
+         c.storage_offset() == b.storage_offset() + b.numel();
+}
+
+}  // namespace
+
+std::optional<torch::Tensor> stacked_view(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+  if (!side_by_side(a, b, c)) return std::nullopt;
+  return StackedViewFunction::apply(a, b, c)[0];
+}
+
 torch::Tensor activation(const torch::Tensor& x, config::Activation act) {
   switch (act) {
     case config::Activation::kGelu: return torch::gelu(x);  // x Phi(x), erf form (HF "gelu")
@@ -143,6 +179,41 @@ RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& opti
   key = register_module("key", make_linear(m, H, H));
   value = register_module("value", make_linear(m, H, H));
   positions_ = positions.register_attention(*this, query, key);  // after q, k, v (HF's order)
+  pack_qkv();
+}
+
+void RoFormerSelfAttentionImpl::pack_qkv() {
+  torch::NoGradGuard no_grad;
+  auto pack = [](torch::Tensor& a, torch::Tensor& b, torch::Tensor& c) {
+    if (side_by_side(a, b, c)) return;
+    const auto rows = torch::cat({a, b, c});  // one new storage: [a; b; c]
+    const int64_t n = a.size(0);
+    a.set_data(rows.narrow(0, 0, n));
+    b.set_data(rows.narrow(0, n, n));
+    c.set_data(rows.narrow(0, 2 * n, n));
+  };
+  pack(query->weight, key->weight, value->weight);
+  if (query->bias.defined()) pack(query->bias, key->bias, value->bias);
+}
+
+bool RoFormerSelfAttentionImpl::qkv_packed() const {
+  return side_by_side(query->weight, key->weight, value->weight) &&
+         (!query->bias.defined() || side_by_side(query->bias, key->bias, value->bias));
+}
+
+void RoFormerSelfAttentionImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  pack_qkv();
+}
+
+void RoFormerSelfAttentionImpl::to(torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(dtype, non_blocking);
+  pack_qkv();
+}
+
+void RoFormerSelfAttentionImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  pack_qkv();
 }
 
 double RoFormerSelfAttentionImpl::score_scale() const {
@@ -169,10 +240,17 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const L
   if (kernel_policy().fused_qkv && x.is_cuda() && !queries.defined()) {
     // One GEMM: (B, T, 3H) = x [Wq; Wk; Wv]^T + [bq; bk; bv], viewed as (B, T, 3, N, D). Split and
     // unbind rather than narrow/select: their backward is one cat/stack, not a zero-filled buffer
-    // per slice plus the additions.
-    auto qkv = torch::linear(x, torch::cat({query->weight, key->weight, value->weight}),
-                             query->bias.defined() ? torch::cat({query->bias, key->bias, value->bias}) : torch::Tensor())
-                   .view({B, T, 3, N, D});
+    // per slice plus the additions. [Wq; Wk; Wv] is the packed weights' storage (pack_qkv), or, where
+    // they were moved apart, their concatenation.
+    auto stacked = [](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+      if (!a.defined()) return torch::Tensor();
+      auto view = stacked_view(a, b, c);
+      return view ? *view : torch::cat({a, b, c});
+    };
+    const auto weight = stacked(query->weight, key->weight, value->weight);
+    kernels::note_op_path_text("qkv_projection", qkv_packed() ? "one GEMM, packed weights"
+                                                              : "one GEMM, weights concatenated (not packed)");
+    auto qkv = torch::linear(x, weight, stacked(query->bias, key->bias, value->bias)).view({B, T, 3, N, D});
     if (softmax) {  // q and k as the position scheme transforms them (rotary's fused form: in one call)
       const auto parts = positions_->transform_packed(qkv, inputs.positions);
       q = parts[0];

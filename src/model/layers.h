@@ -23,6 +23,8 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include <optional>
+
 #include "model/options.h"
 #include "model/position.h"
 
@@ -41,6 +43,11 @@ struct LayerInputs {
 // the reference values.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x);
+
+// [a; b; c] (rows stacked: the fused QKV GEMM's weight or bias) of three tensors of one shape: when
+// they lie side by side in one storage (RoFormerSelfAttentionImpl::pack_qkv) a tensor over that
+// storage, no copy, whose gradient reaches the three as views of one; nullopt when they do not.
+std::optional<torch::Tensor> stacked_view(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c);
 
 // The model's linear layers and LayerNorms: with their additive bias, or without it when
 // model.bias is false (the bias is then no parameter at all: no add, no gradient, not saved).
@@ -83,6 +90,18 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
   const AttentionPositions& positions() const { return *positions_; }
 
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  // (H, H) each
+
+  // q, k and v's weights (and biases) side by side in one (3H, H) storage, each parameter a view of
+  // its rows: CUDA's fused-QKV GEMM reads [Wq; Wk; Wv] as it is, with no concatenation per forward
+  // (issue 51). Values, names, checkpoints and the optimizer's state stay those of three parameters.
+  // Done at construction and after every to(); make_bf16_compute_model does it for its bf16 copies.
+  // Parameters replaced otherwise (set_data) are apart again: the forward then concatenates them,
+  // as before, and says so once (kernels/op_paths.h, "qkv_projection").
+  void pack_qkv();
+  bool qkv_packed() const;
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
 
   // The scaled-dot-product-attention kernel that forward picks for a (B, T) batch of `dtype` on
   // `device` (padded: with a key mask): "flash", "efficient", "cudnn", "math", "overrideable" or

@@ -244,6 +244,11 @@ std::string RoFormerForMaskedLMImpl::attention_backend(int64_t batch, int64_t se
                                                   padded);
 }
 
+void RoFormerForMaskedLMImpl::pack_qkv() {
+  for (size_t i = 0; i < encoder->layers->size(); ++i)
+    std::dynamic_pointer_cast<RoFormerLayerImpl>(encoder->layers->ptr(i))->self_attention->pack_qkv();
+}
+
 int64_t RoFormerForMaskedLMImpl::num_parameters() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();

@@ -85,6 +85,8 @@ class RoFormerForMaskedLMImpl : public torch::nn::Module {
   // Unique trainable parameters, tied weights counted once (excludes the rotary table buffer, which
   // HF stores as a frozen nn.Parameter and so counts in its num_parameters()).
   int64_t num_parameters() const;
+  // Every layer's q, k and v side by side in one storage (RoFormerSelfAttentionImpl::pack_qkv).
+  void pack_qkv();
 
   // Weight-decay groups: Linear weights decay; biases and LayerNorm weights/biases don't; the word
   // and token-type embeddings go to decay only when include_embeddings. Every parameter is in

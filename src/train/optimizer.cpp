@@ -27,6 +27,7 @@ model::RoFormerForMaskedLM make_bf16_compute_model(const model::RoFormerForMaske
   // rotated with the same angles at every length.
   torch::NoGradGuard no_grad;
   for (auto& p : compute->parameters()) p.set_data(p.data().to(torch::kBFloat16));
+  compute->pack_qkv();  // the set_data above moved q, k, v apart
   compute->train(weights->is_training());
   return compute;
 }

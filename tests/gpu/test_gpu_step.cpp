@@ -159,6 +159,8 @@ TEST(GpuStep, FusedQkvAndFusedRotaryMatchTheReferencePath) {
     RoFormerForMaskedLM fast(RoFormerOptions(m, 300));
     reference->to(torch::kCUDA);
     fast->to(torch::kCUDA);
+    // to() keeps q, k and v side by side: the fused GEMM reads them without a concatenation.
+    EXPECT_TRUE(std::dynamic_pointer_cast<RoFormerLayerImpl>(fast->encoder->layers->ptr(0))->self_attention->qkv_packed());
     auto ids = torch::randint(5, 300, {4, 48}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
     auto run = [&](RoFormerForMaskedLM& m, const KernelPolicy& policy) {
       const ScopedKernelPolicy scoped(policy);

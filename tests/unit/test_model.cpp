@@ -5,7 +5,9 @@
 #include <ATen/Context.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "core/config.h"
@@ -13,6 +15,7 @@
 #include "model/autocast.h"
 #include "model/flops.h"
 #include "model/kernel_policy.h"
+#include "model/layers.h"
 #include "model/roformer.h"
 #include "model/size.h"
 #include "model_util.h"
@@ -633,6 +636,67 @@ TEST(Flops, FormulaByHand) {
   const double f = mlm_train_flops_per_step(base, 1, 512, 77);
   EXPECT_GT(f, 6.0 * 85e6 * 512);
   EXPECT_LT(f, 6.0 * 85e6 * 512 * 1.3);
+}
+
+// q, k and v's weights and biases lie side by side in one storage (issue 51: CUDA's fused-QKV GEMM
+// reads [Wq; Wk; Wv] without concatenating them per forward), and stay so through to(), the bf16
+// compute copy and a state dict load; the names, shapes and values are those of three parameters.
+TEST(Model, QkvParametersShareOneStorageThroughMovesAndLoads) {
+  RoFormerForMaskedLM model(roformer::test::tiny_model_options());
+  auto attention = [&](RoFormerForMaskedLM& m) {
+    return std::dynamic_pointer_cast<RoFormerLayerImpl>(m->encoder->layers->ptr(0))->self_attention;
+  };
+  auto a = attention(model);
+  ASSERT_TRUE(a->qkv_packed());
+  const int64_t H = a->query->weight.size(0);
+  EXPECT_EQ(static_cast<const char*>(a->key->weight.data_ptr()),
+            static_cast<const char*>(a->query->weight.data_ptr()) + H * H * a->query->weight.element_size());
+  EXPECT_TRUE(a->query->weight.is_leaf() && a->key->weight.is_leaf() && a->value->weight.is_leaf());
+  // Initialized one by one as before (HF's order): the three weights differ.
+  EXPECT_FALSE(torch::equal(a->query->weight, a->key->weight));
+  const auto names = model->hf_named_parameters();
+  EXPECT_TRUE(std::any_of(names.begin(), names.end(), [](const auto& p) {
+    return p.first == "roformer.encoder.layer.0.attention.self.key.weight";
+  }));
+  model->to(torch::kDouble);
+  EXPECT_TRUE(attention(model)->qkv_packed()) << "to() packs again";
+  model->to(torch::kFloat);
+  // A load copies into the parameters: still packed, with the loaded values.
+  std::map<std::string, torch::Tensor> state;
+  for (const auto& [name, t] : model->hf_named_parameters()) state[name] = t.detach().clone() + 1;
+  model->load_hf_state_dict(state);
+  a = attention(model);
+  EXPECT_TRUE(a->qkv_packed());
+  EXPECT_TRUE(torch::equal(a->value->weight, state.at("roformer.encoder.layer.0.attention.self.value.weight")));
+  // Moved apart from outside: no longer packed; pack_qkv puts them together again, values kept.
+  const auto before = a->key->weight.detach().clone();
+  {
+    torch::NoGradGuard no_grad;
+    a->key->weight.set_data(a->key->weight.data().clone());
+  }
+  EXPECT_FALSE(a->qkv_packed());
+  model->pack_qkv();
+  EXPECT_TRUE(a->qkv_packed());
+  EXPECT_TRUE(torch::equal(a->key->weight, before));
+}
+
+// stacked_view: [a; b; c] over their one storage, no copy, equal to their concatenation, and its
+// gradient reaches each as its rows; apart, there is no view.
+TEST(Model, StackedViewOfPackedWeightsIsTheirConcatenationWithoutACopy) {
+  torch::manual_seed(3);
+  auto rows = torch::randn({12, 5});
+  auto a = rows.narrow(0, 0, 4).detach().requires_grad_(), b = rows.narrow(0, 4, 4).detach().requires_grad_(),
+       c = rows.narrow(0, 8, 4).detach().requires_grad_();
+  const auto view = stacked_view(a, b, c);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->data_ptr(), a.data_ptr());
+  EXPECT_TRUE(torch::equal(*view, torch::cat({a, b, c})));
+  const auto w = torch::randn({12, 5});
+  (*view * w).sum().backward();
+  EXPECT_TRUE(torch::equal(a.grad(), w.narrow(0, 0, 4)));
+  EXPECT_TRUE(torch::equal(c.grad(), w.narrow(0, 8, 4)));
+  EXPECT_FALSE(stacked_view(a, c, b).has_value()) << "out of order";
+  EXPECT_FALSE(stacked_view(a, b, torch::randn({4, 5})).has_value()) << "another storage";
 }
 
 }  // namespace

@@ -199,6 +199,11 @@ TEST(MasterWeights, ComputeCopyIsBf16AndStartsAsTheRoundedWeights) {
   m.expect_compute_is_rounded_masters();
   // The rotary table stays fp32 (a buffer, as autocast keeps it).
   for (const auto& b : m.compute->buffers()) EXPECT_EQ(b.scalar_type(), torch::kFloat32);
+  // The bf16 copies of q, k and v lie side by side again (the fused-QKV GEMM reads them as one).
+  for (size_t i = 0; i < m.compute->encoder->layers->size(); ++i)
+    EXPECT_TRUE(std::dynamic_pointer_cast<roformer::model::RoFormerLayerImpl>(m.compute->encoder->layers->ptr(i))
+                    ->self_attention->qkv_packed())
+        << "layer " << i;
 }
 
 // Gradients of the micro-batches add up in fp32: 256 + 1 is 257 in fp32, but 256 in bf16 (its
