@@ -115,6 +115,9 @@ inline const std::vector<FusedEntry>& fused_entries() {
     out.push_back({"all", [fused](model::KernelPolicy& p) {
                      for (const auto* row : fused) row->set(p, "");
                    }});
+    // Issue 51's cuBLASLt epilogues: the same function as the default path (not one of the four --fused-all ops).
+    const auto* epilogues = model::find_kernel_alternative("gemm_epilogues");
+    out.push_back({epilogues->entry, [epilogues](model::KernelPolicy& p) { epilogues->set(p, ""); }});
     return out;
   }();
   return all;

@@ -147,6 +147,16 @@ std::vector<KernelAlternative> build_alternatives() {
        {}, "fused", "", "", "", "all + fused embedding (Triton)", "",
        [](KernelPolicy& p, const std::string&) { p.fused_embedding = true; },
        [](const KernelPolicy& p, const c10::Device&) -> Value { return p.fused_embedding; }},
+      // Issue 51 (docs/kernels.md): cuBLASLt on CUDA, ATen on the CPU. Its row measures the tanh GELU,
+      // with which the feed-forward block's GELU and dGELU join the GEMMs too (the reference: the
+      // tanh GELU lever alone, which the kernels call runs beside it).
+      {"gemm_epilogues", "--gemm-epilogues",
+       "Linear layers through cuBLASLt with the bias (and, with model.hidden_act gelu_tanh, the FFN's GELU) and "
+       "their gradients in the GEMMs' epilogues",
+       "gemm_epilogues", {}, "", "", "", "", "GEMM epilogues, tanh GELU (cuBLASLt: bias, GELU, dGELU, bias gradients)",
+       "--gemm-epilogues --set model.hidden_act=gelu_tanh",
+       [](KernelPolicy& p, const std::string&) { p.gemm_epilogues = true; },
+       [](const KernelPolicy& p, const c10::Device&) -> Value { return p.gemm_epilogues; }, /*device_pending=*/true},
   };
 }
 

@@ -77,6 +77,13 @@ struct KernelPolicy {
   bool fused_cross_entropy = false;
   // RoFormerEmbeddings::forward: the tables' sum, LayerNorm and dropout by kernels::embedding_layer_norm.
   bool fused_embedding = false;
+
+  // Issue 51, off until a device has measured it. `linear` (model/layers.cpp: every Linear, the
+  // fused QKV GEMM, the MLM head's) through cuBLASLt with the bias in the forward GEMM's epilogue and
+  // its gradient in the weight-gradient GEMM's (kernels::linear_epilogue); with model.hidden_act
+  // gelu_tanh the feed-forward block as kernels::ffn_gelu_epilogue (bias and GELU in the up-projection,
+  // dGELU in the down-projection's input gradient). The CPU and what cuBLASLt cannot take run ATen.
+  bool gemm_epilogues = false;
 };
 
 // The policy in force (the defaults unless set).
@@ -110,6 +117,9 @@ struct KernelAlternative {
   void (*set)(KernelPolicy& policy, const std::string& value);
   // The record's value: what the entry makes the step compute on `device` (a name or a bool).
   std::variant<std::string, bool> (*record)(const KernelPolicy& policy, const c10::Device& device);
+  // Waiting for a device (issue 51's alternatives): `gpu_check.sh kernels` measures it beside the
+  // default at seq 512 and 128 (an option: each choice but the default), right after the groups.
+  bool device_pending = false;
 };
 
 // Every alternative, in the order the bench lists its flags.

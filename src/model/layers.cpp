@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/embedding.h"
+#include "kernels/gemm_epilogue.h"
 #include "kernels/layer_norm.h"
 #include "kernels/op_paths.h"
 #include "model/autocast.h"
@@ -73,6 +74,7 @@ torch::nn::LayerNorm make_layer_norm(const config::ModelConfig& m, int64_t size)
 }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (kernel_policy().gemm_epilogues) return kernels::linear_epilogue(x, weight, bias);  // ATen's F::linear on the CPU
   return kernel_policy().bias_in_gemm && x.is_cuda() ? torch::linear(x, weight, bias) : F::linear(x, weight, bias);
 }
 
@@ -250,7 +252,9 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const L
     const auto weight = stacked(query->weight, key->weight, value->weight);
     kernels::note_op_path_text("qkv_projection", qkv_packed() ? "one GEMM, packed weights"
                                                               : "one GEMM, weights concatenated (not packed)");
-    auto qkv = torch::linear(x, weight, stacked(query->bias, key->bias, value->bias)).view({B, T, 3, N, D});
+    const auto bias = stacked(query->bias, key->bias, value->bias);
+    auto qkv = (kernel_policy().gemm_epilogues ? kernels::linear_epilogue(x, weight, bias) : torch::linear(x, weight, bias))
+                   .view({B, T, 3, N, D});
     if (softmax) {  // q and k as the position scheme transforms them (rotary's fused form: in one call)
       const auto parts = positions_->transform_packed(qkv, inputs.positions);
       q = parts[0];
@@ -345,6 +349,9 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInpu
     return F::dropout(t, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));
   };
   auto ffn = [&](const torch::Tensor& t) {
+    if (kernel_policy().gemm_epilogues && m.hidden_act == config::Activation::kGeluTanh)  // cuBLASLt's GELU is the tanh form
+      return kernels::ffn_gelu_epilogue(t, intermediate_dense->weight, intermediate_dense->bias, output_dense->weight,
+                                        output_dense->bias);
     return linear(output_dense, activation(linear(intermediate_dense, t), m.hidden_act));
   };
   const torch::Tensor& u = queries.defined() ? queries : x;  // the residual stream

@@ -415,19 +415,43 @@ std::vector<BenchVariant> alternative_variants(bool grouped) {
   return out;
 }
 
-// gpu_check.sh kernels: the default and every group together at both lengths first, then the model
-// levers together, each grouped alternative at both lengths, and each lever alone.
+// The alternatives waiting for a device (KernelAlternative::device_pending): a switch's row, an
+// option's rows for each choice but its default.
+std::vector<BenchVariant> pending_variants() {
+  std::vector<BenchVariant> out;
+  for (const auto& row : model::kernel_alternatives()) {
+    if (!row.device_pending) continue;
+    if (row.choices.empty()) out.push_back({row.variant, *row.variant_args ? row.variant_args : row.flag});
+    for (size_t i = 1; i < row.choices.size(); ++i)
+      out.push_back({std::string(row.entry) + " " + row.choices[i], std::string(row.flag) + " " + row.choices[i]});
+  }
+  return out;
+}
+
+// gpu_check.sh kernels: the default and every group together at both lengths first, then what waits
+// for a device (issue 51's alternatives) at 512 with the tanh GELU lever beside it (the GEMM
+// epilogues' reference) and at 128, the model levers together, each grouped alternative at both
+// lengths, and each other lever alone.
 std::vector<BenchVariant> kernels_call_variants() {
   std::vector<BenchVariant> out;
   for (const int64_t seq : {512, 128}) {
     out.push_back({"default", "", seq});
     for (const auto& group : model::kernel_alternative_groups()) out.push_back({"all " + group, "--" + group + "-all", seq});
   }
+  const auto pending = pending_variants();
+  const BenchVariant tanh_gelu = *std::find_if(kModelLevers.begin(), kModelLevers.end(), [](const BenchVariant& v) {
+    return v.args == "--set model.hidden_act=gelu_tanh";
+  });
+  for (const auto& v : pending) out.push_back({v.name, v.args, 512});
+  if (!pending.empty()) out.push_back({tanh_gelu.name, tanh_gelu.args, 512});
+  for (const auto& v : pending) out.push_back({v.name, v.args, 128});
   out.push_back({kModelLevers.back().name, kModelLevers.back().args, 512});
   for (const int64_t seq : {512, 128})
     for (const auto& row : model::kernel_alternatives())
       if (*row.group) out.push_back({row.variant, row.flag, seq});
-  for (size_t i = 0; i + 1 < kModelLevers.size(); ++i) out.push_back({kModelLevers[i].name, kModelLevers[i].args, 512});
+  for (size_t i = 0; i + 1 < kModelLevers.size(); ++i)
+    if (pending.empty() || kModelLevers[i].name != tanh_gelu.name)
+      out.push_back({kModelLevers[i].name, kModelLevers[i].args, 512});
   return out;
 }
 

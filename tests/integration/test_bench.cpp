@@ -163,6 +163,14 @@ TEST_F(BenchTest, FusedOpFlagsAreRecorded) {
   const auto first = r.output.find(line);
   EXPECT_NE(first, std::string::npos) << r.output;
   EXPECT_EQ(r.output.find(line, first + 1), std::string::npos) << "said once, not per call:\n" << r.output;
+  // Issue 51's cuBLASLt epilogues: recorded, and on the CPU the ATen path with the default's loss.
+  r = run_roformer(run + " --gemm-epilogues");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json epilogues = last_json(r.output);
+  EXPECT_EQ(epilogues.at("gemm_epilogues"), true);
+  EXPECT_EQ(plain.at("gemm_epilogues"), false);
+  EXPECT_EQ(epilogues.at("kernel_paths").at("linear_epilogue"), "aten (the CPU)") << epilogues.dump();
+  EXPECT_EQ(epilogues.at("final_loss"), plain.at("final_loss"));
 }
 
 // The kernel policy's table (model/kernel_policy.cpp) is the one declaration of an alternative: every

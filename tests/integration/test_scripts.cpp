@@ -439,6 +439,15 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
   }
   EXPECT_NE(r.output.find("# default, seq 512"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("# default, seq 128"), std::string::npos) << r.output;
+  // Issue 51's alternatives, right after the defaults and the fused ops at both lengths, the tanh GELU
+  // lever beside them (the epilogues' reference).
+  const auto epilogues = r.output.find("--gemm-epilogues --set model.hidden_act=gelu_tanh  >> variants.jsonl  # GEMM epilogues");
+  ASSERT_NE(epilogues, std::string::npos) << r.output;
+  const auto fused_alone = r.output.find("fused layer norm (Triton), seq 512");
+  ASSERT_NE(fused_alone, std::string::npos) << r.output;
+  EXPECT_LT(epilogues, fused_alone) << r.output;
+  EXPECT_NE(r.output.find("/variants-bench --set model.hidden_act=gelu_tanh  >> variants.jsonl  # tanh GELU, seq 512"),
+            std::string::npos) << r.output;
   // Issue 39's levers, whose GPU savings docs/recipe.md predicts from the profile.
   for (const char* lever : {"/variants-bench --set model.bias=false", "--set model.hidden_act=gelu_tanh",
                             "--set model.hidden_dropout=0 --set model.attention_dropout=0"})
