@@ -20,6 +20,9 @@ void register_train_commands(CLI::App& app) {
   cmd->add_option("--init-from", req->init_from,
                   "Start a new run from the weights and tokenizer of an `export --format hf` directory, a checkpoint "
                   "or a run directory (fresh optimizer and schedule)");
+  cmd->add_flag("--extend-positions", req->extend_positions,
+                "With --init-from and a larger model.max_position_embeddings than the weights' learned (absolute) "
+                "position table: its new rows start as copies of the trained ones (rotary models extend with no flag)");
   cmd->add_flag("--overwrite", req->overwrite,
                 "Start over in a run directory that holds checkpoints (deletes them and its metrics)");
   cmd->callback([req, cmd] {

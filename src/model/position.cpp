@@ -1,10 +1,12 @@
-// The position scheme's defaults (model.position: none) and the lookup; see position.h.
+// The position scheme's defaults (model.position: none) and the lookup; see position.h. Also what each
+// scheme lets --init-from change (model/init_change.h).
 #include "model/position.h"
 
 #include <torch/torch.h>
 
 #include "model/absolute.h"
 #include "model/disentangled.h"
+#include "model/init_change.h"
 #include "model/options.h"
 #include "model/rotary.h"
 
@@ -61,6 +63,20 @@ std::shared_ptr<PositionScheme> make_position_scheme(const RoFormerOptions& opti
     case config::Position::kNone: break;
   }
   return std::make_shared<PositionScheme>();  // none: nothing enters
+}
+
+InitChange init_change(const config::ModelConfig& m, const std::string& key) {
+  const bool length = key == "model.max_position_embeddings";
+  switch (m.position) {
+    case config::Position::kRotary:  // the sin/cos table is computed from the base, to any length
+      return length || key == "model.rotary_base" ? InitChange::kComputed : InitChange::kRefused;
+    case config::Position::kAbsolute:  // learned rows: grown by copies only
+      return length ? InitChange::kCopiedRows : InitChange::kRefused;
+    case config::Position::kDisentangled:  // its buckets (and any absolute table) are laid out for the length
+      return InitChange::kRefused;
+    case config::Position::kNone: break;
+  }
+  return length ? InitChange::kComputed : InitChange::kRefused;  // none: the length bounds nothing learned
 }
 
 }  // namespace roformer::model

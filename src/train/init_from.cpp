@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "core/safetensors.h"
 #include "data/tokenizer.h"
 #include "hf/family.h"
+#include "model/init_change.h"
 #include "model/roformer.h"
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
@@ -31,6 +33,7 @@ namespace {
 
 constexpr const char* kExportKind = "Hugging Face export";
 constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
+constexpr std::string_view kPositionTable = "embeddings.position_embeddings.weight";  // absolute.cpp's table
 
 // The export's spiece.model must be the one it was exported with (its record, from exports that
 // write one): weights used with another tokenizer read other words for every id.
@@ -104,7 +107,45 @@ InitSource find_init_source(const std::string& path) {
   return checkpoint_source(path);
 }
 
-void check_init_architecture(const InitSource& source, const config::Config& config) {
+namespace {
+
+// Context extension: `key` differs from the weights (`ours` the config's value, `theirs` the weights'),
+// and the position scheme computes it (taken, recorded in `source`), grows a learned table by copying
+// rows (taken with `copy`), or has it laid out in what it learned. True when taken; false when the key
+// is not the scheme's to change; throws for a change of the scheme's that needs another setting.
+bool take_position_change(InitSource& source, const config::Config& config, const std::string& key,
+                          const std::string& ours, const std::string& theirs, bool copy) {
+  const model::InitChange how = model::init_change(config.model, key);
+  if (how == model::InitChange::kComputed) {
+    source.extended.push_back(fmt::format("{} {} -> {}", key, theirs, ours));
+    return true;
+  }
+  if (how != model::InitChange::kCopiedRows) {
+    if (key != "model.max_position_embeddings") return false;
+    throw Error(fmt::format("--init-from {}: model.max_position_embeddings is {} in the config but the weights were "
+                            "trained with {}; its model.position ({}) lays out what it learned for it: set "
+                            "model.max_position_embeddings: {} (eval --seq-len runs longer sequences with what was "
+                            "trained)", source.dir, ours, theirs, config::to_string(config.model.position), theirs));
+  }
+  const int64_t rows = source.architecture.max_position_embeddings;
+  if (config.model.max_position_embeddings > rows && copy) {
+    source.extended.push_back(fmt::format("{} {} -> {} (the learned table's new rows copied from its {} trained rows: "
+                                          "row i takes row i mod {})", key, theirs, ours, rows, rows));
+    source.copied_position_rows = rows;
+    return true;
+  }
+  throw Error(fmt::format("--init-from {}: {} is {} in the config but the weights' learned position table has {} rows; "
+                          "{}", source.dir, key, ours, theirs,
+                          config.model.max_position_embeddings > rows
+                              ? "to extend the context, add --extend-positions (the new rows start as copies of the "
+                                "trained ones, then train at the new length), or set " + key + ": " + theirs
+                              : "a learned table is not cut: set " + key + ": " + theirs +
+                                    " (shorter sequences need no change)"));
+}
+
+}  // namespace
+
+void check_init_architecture(InitSource& source, const config::Config& config, bool copy_positions) {
   // A source recording a model that cannot be (0 layers, a head size that does not divide): its
   // values are no advice for the config.
   try {
@@ -120,9 +161,13 @@ void check_init_architecture(const InitSource& source, const config::Config& con
   config::Config ours, theirs;
   ours.model = config::with_effective_sizes(config.model);  // a 0 that means another key's value
   theirs.model = config::with_effective_sizes(source.architecture);
+  source.extended.clear();
+  source.copied_position_rows = 0;
+  const bool same_scheme = config.model.position == source.architecture.position;  // else model.position differs
   for (const auto& change : config::diff(ours, theirs)) {
     const auto& [key, a, b] = change;
     if (new_runs_choice.count(key)) continue;
+    if (same_scheme && take_position_change(source, config, key, a, b, copy_positions)) continue;
     // An export of a model without token types holds one all-zero row (Hugging Face always has the
     // table); load_init_weights checks that it is zero.
     if (key == "model.type_vocab_size" && source.kind == kExportKind && a == "0" && b == "1") continue;
@@ -163,6 +208,20 @@ void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl&
     std::map<std::string, torch::Tensor> renamed;
     for (auto& [name, t] : tensors) renamed.emplace(source.family->from_hf_name(name), std::move(t));
     tensors = std::move(renamed);
+  }
+  if (!source.extended.empty())
+    // The buffers (the rotary sin/cos table) are computed from the config, whose base or length now
+    // differs from the weights': the model's own stand (the loader takes them as optional).
+    for (const auto& buffer : model.named_buffers(/*recurse=*/true)) tensors.erase(buffer.key());
+  if (source.copied_position_rows > 0) {
+    // The learned absolute table copy-extended (check_init_architecture): row i of the new table is
+    // row i mod N of the N trained, so every new row starts as a position the model knows.
+    const int64_t rows = model.options().model().max_position_embeddings;
+    for (auto& [name, t] : tensors)
+      if (name.size() >= kPositionTable.size() &&
+          name.compare(name.size() - kPositionTable.size(), kPositionTable.size(), kPositionTable) == 0 &&
+          t.dim() == 2 && t.size(0) == source.copied_position_rows)
+        t = t.repeat({(rows + t.size(0) - 1) / t.size(0), 1}).narrow(0, 0, rows).contiguous();
   }
   if (model.options().model().type_vocab_size == 0) {
     auto it = tensors.find(kTokenTypes);

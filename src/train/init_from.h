@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 
@@ -34,6 +35,11 @@ struct InitSource {
   config::ModelConfig architecture;  // the model the weights belong to (dropout etc. left at defaults)
   int64_t vocab_size = 0;            // rows of the word embedding
   const hf::Family* family = nullptr;  // an export's Hugging Face family (its tensors' names); null: a checkpoint
+  // Set by check_init_architecture: the position keys the run changes from the weights (context
+  // extension: "model.rotary_base 10000.0 -> 160000.0", ...), said in the run's log, and for a learned
+  // absolute table copy-extended to more rows, the rows the weights have (0: no copy).
+  std::vector<std::string> extended;
+  int64_t copied_position_rows = 0;
 };
 
 // Throws roformer::Error when `path` does not exist, is neither an export nor a checkpoint, is a
@@ -41,8 +47,11 @@ struct InitSource {
 InitSource find_init_source(const std::string& path);
 
 // The config's model section against the weights' architecture: the first key that differs is an
-// error naming it and both values.
-void check_init_architecture(const InitSource& source, const config::Config& config);
+// error naming it and both values, except what the position scheme can extend (context extension):
+// a rotary (or position-free) model's model.rotary_base and model.max_position_embeddings, which no
+// weight depends on, and with `copy_positions` (train --extend-positions) a learned absolute table's
+// max_position_embeddings raised, its new rows copied from the trained ones. Records them in `source`.
+void check_init_architecture(InitSource& source, const config::Config& config, bool copy_positions = false);
 
 // Copies the source's tokenizer to RUN_DIR/tokenizer/tokenizer.model (the run's own copy) and
 // returns that path. tokenizer.model in the config naming another tokenizer, or a different
@@ -50,7 +59,8 @@ void check_init_architecture(const InitSource& source, const config::Config& con
 std::string adopt_init_tokenizer(const InitSource& source, const config::Config& config, const std::string& run_dir);
 
 // Copies the source's tensors into the model. Every tensor must exist on both sides with the same
-// shape; otherwise an error names the tensor and both shapes.
+// shape (a copy-extended absolute table: row i of the new one is row i mod N of the N trained);
+// otherwise an error names the tensor and both shapes.
 void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model);
 
 }  // namespace roformer::train

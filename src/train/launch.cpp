@@ -48,6 +48,9 @@ struct Launch {
 };
 
 std::optional<InitSource> init_source(const TrainRequest& request) {
+  if (request.init_from.empty() && request.extend_positions)
+    throw Error("--extend-positions extends the position table of the weights --init-from starts from: pass "
+                "--init-from too, or leave --extend-positions out");
   if (request.init_from.empty()) return std::nullopt;
   if (!request.resume.empty())
     throw Error("--init-from starts a new run and --resume continues one: pass one of them (a run started with "
@@ -205,7 +208,7 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
   if (plan.resume) check_steps_left(*plan.resume, l.cfg);
   if (plan.resume) warn_learning_rate_jump(*plan.resume, l.cfg);
   setup_logging(l.cfg.logging.level);
-  if (l.init) check_init_architecture(*l.init, l.cfg);
+  if (l.init) check_init_architecture(*l.init, l.cfg, request.extend_positions);
   plan.cfg = std::move(l.cfg);
   plan.config_origin = std::move(l.origin);
   plan.run_dir = std::move(l.run_dir);

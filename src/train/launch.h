@@ -14,6 +14,7 @@ struct TrainRequest {
   std::string resume;                   // "" (fresh run), "auto" (newest valid checkpoint in the run dir) or a path
   bool overwrite = false;               // a fresh run may delete the run directory's checkpoints and metrics
   std::string init_from;                // a new run from these weights and tokenizer (train/init_from.h)
+  bool extend_positions = false;        // --init-from: copy-extend a learned position table (train/init_from.h)
 };
 
 // Runs (or resumes) a training run to completion, or until SIGINT/SIGTERM (then saves); throws

@@ -145,7 +145,12 @@ void TrainingRun::setup_data() {
 // What a run starts from: the --init-from weights or the checkpoint (then every rank holds the same
 // weights), its metrics so far and the TensorBoard writer.
 void TrainingRun::setup_starting_point() {
-  if (plan_.init) load_init_weights(*plan_.init, *step_->model());
+  if (plan_.init) {
+    if (main_rank())
+      for (const auto& change : plan_.init->extended)
+        spdlog::info("context extension from --init-from {}: {}", plan_.init->dir, change);
+    load_init_weights(*plan_.init, *step_->model());
+  }
   // Start identical, whatever each rank's init did.
   dist::broadcast_parameters(placement_.group(), step_->optimizer().params());
   step_->weights_loaded();  // bf16 parameters: the compute model takes the weights

@@ -263,3 +263,63 @@ TEST_F(InitFromTest, HugePositionTableIsRefusedNamingTheKey) {
   EXPECT_NE(last_line(r.output).find("Lower model.max_position_embeddings (the largest share)"), std::string::npos)
       << r.output;
 }
+
+// Context extension (issue 55): a rotary model's base and length are computed, not learned, so a run
+// from its weights may change them; the log says so and the run's config.yaml records them, and the
+// longer sequences train. A learned absolute table is extended only when asked (--extend-positions),
+// its new rows copies of the trained ones; never cut.
+TEST_F(InitFromTest, ARotaryModelExtendsItsContextAndAnAbsoluteTableOnlyWhenAsked) {
+  const std::string run = tmp_->str("extended");
+  auto r = run_roformer(train("--init-from " + tmp_->str("hf") + " --run-dir " + run +
+                              " --set model.rotary_base=160000 --set model.max_position_embeddings=96"
+                              " --set data.max_seq_len=64"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("context extension from --init-from " + tmp_->str("hf") + ": model.rotary_base 10000.0 -> "
+                          "160000.0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model.max_position_embeddings 48 -> 96"), std::string::npos) << r.output;
+  EXPECT_NE(read_file(run + "/train.log").find("context extension"), std::string::npos);
+  const auto cfg = roformer::config::load_config(run + "/config.yaml");
+  EXPECT_EQ(cfg.model.rotary_base, 160000.0);
+  EXPECT_EQ(cfg.model.max_position_embeddings, 96);
+  EXPECT_EQ(read_metrics(run, "train").at(3)["seq_len"], 64);
+
+  // A BERT-style source: 48 learned positions.
+  const std::string source = tmp_->str("absolute_source");
+  auto s = run_roformer("train -c " + tmp_->str("continue.yaml") + " --run-dir " + source +
+                        " --set model.position=absolute");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const std::string longer = " --set model.position=absolute --set model.max_position_embeddings=96";
+  auto refused = run_roformer(train("--init-from " + source + " --run-dir " + tmp_->str("abs_refused") + longer));
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(last_line(refused.output).find("learned position table has 48 rows; to extend the context, add "
+                                           "--extend-positions"), std::string::npos) << refused.output;
+  auto cut = run_roformer(train("--init-from " + source + " --run-dir " + tmp_->str("abs_cut") +
+                                " --set model.position=absolute --set model.max_position_embeddings=40"));
+  EXPECT_EQ(cut.exit_code, 1) << cut.output;
+  EXPECT_NE(last_line(cut.output).find("a learned table is not cut"), std::string::npos) << cut.output;
+  auto alone = run_roformer(train("--extend-positions --run-dir " + tmp_->str("abs_alone")));
+  EXPECT_EQ(alone.exit_code, 1) << alone.output;
+  EXPECT_NE(last_line(alone.output).find("--extend-positions extends the position table of the weights --init-from"),
+            std::string::npos) << alone.output;
+
+  // Extended: sequences of 32 train rows 0-31 only and without weight decay the rest stay as loaded,
+  // so rows 48-95 are still the source's rows 0-47.
+  const std::string copied = tmp_->str("abs_copied");
+  auto e = run_roformer(train("--init-from " + source + " --run-dir " + copied + longer +
+                              " --extend-positions --set optimizer.weight_decay=0.0"));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_NE(e.output.find("model.max_position_embeddings 48 -> 96 (the learned table's new rows copied from its 48 "
+                          "trained rows"), std::string::npos) << e.output;
+  auto table = [](const std::string& file) {
+    for (const auto& [name, t] : roformer::core::load_safetensors(file))
+      if (name.find("position_embeddings.weight") != std::string::npos) return t;
+    return torch::Tensor();
+  };
+  const torch::Tensor before = table(checkpoint_dir(source, 3) + "/model.safetensors");
+  const torch::Tensor after = table(checkpoint_dir(copied, 3) + "/model.safetensors");
+  ASSERT_TRUE(before.defined() && after.defined());
+  ASSERT_EQ(after.size(0), 96);
+  EXPECT_TRUE(torch::equal(after.narrow(0, 48, 48), before)) << "rows 48-95 are not copies of the trained 0-47";
+  EXPECT_TRUE(torch::equal(after.narrow(0, 32, 16), before.narrow(0, 32, 16))) << "rows 32-47 were not loaded";
+  EXPECT_FALSE(torch::equal(after.narrow(0, 0, 32), before.narrow(0, 0, 32))) << "rows 0-31 did not train";
+}
