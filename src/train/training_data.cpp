@@ -13,6 +13,7 @@
 #include "core/file.h"
 #include "core/hash.h"
 #include "data/prepared_cache.h"
+#include "data/tokenizer_cache.h"
 
 namespace roformer::train {
 namespace files = checkpoint::files;
@@ -137,7 +138,18 @@ std::string TrainingData::train_run_tokenizer(const config::Config& cfg, const s
     throw Error("no training text: set data.train_files (plain text or JSONL files), e.g. "
                 "--set data.train_files=[../shared/data/brown/train.txt]");
   try {
-    return data::train_tokenizer(tok_options);
+    // One trained before from the same files and settings (in another run directory) is copied.
+    const auto cache = data::tokenizer_cache_dir();
+    const std::string key = cache ? data::tokenizer_cache_key(tok_options) : "";
+    if (cache)
+      if (const auto cached = data::restore_cached_tokenizer(*cache, key, tok_dir.string())) {
+        spdlog::info("tokenizer: the one trained before from the same files and tokenizer.* settings, copied from the "
+                     "tokenizer cache ({}; ROFORMER_TOKENIZER_CACHE=off trains it anew)", (*cache / key).string());
+        return *cached;
+      }
+    const std::string trained = data::train_tokenizer(tok_options);
+    if (cache) data::store_cached_tokenizer(*cache, key, tok_dir.string());
+    return trained;
   } catch (const Error& e) {  // about an input file: name the key that listed it
     if (std::string(e.what()).find("tokenizer.") != std::string::npos) throw;
     throw Error(fmt::format("{}: {}", cfg.tokenizer.input.empty() ? "data.train_files" : "tokenizer.input", e.what()));
