@@ -155,7 +155,7 @@ def main() -> int:
     curve = schedule_lr(config)
     if curve:
         kind = config.get("schedule", {}).get("type", "?")
-        ax.plot(range(len(curve)), curve, label=f"schedule ({kind}, every step)")
+        ax.plot(range(1, len(curve) + 1), curve, label=f"schedule ({kind}, every step)")  # x: steps done, as logged
     ax.plot([r["step"] for r in train], [r["lr"] for r in train], "o", ms=3, label="logged")
     ax.set_title("learning rate"), ax.set_xlabel("step"), ax.legend()
     fig.tight_layout()

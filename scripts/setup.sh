@@ -20,7 +20,7 @@ set -euo pipefail
 # ---- The pinned versions: the only place they are written. --------------------------------------
 TORCH_VERSION=2.11.0          # the GPU machine's version; LibTorch comes from this wheel
 TORCH_CUDA=13.0               # the CUDA version of that wheel (PyPI's torch 2.11.0 is cu130)
-TRANSFORMERS_VERSION=5.23.0   # tests only: golden values and the export round trip
+TRANSFORMERS_VERSION=5.23.0   # loading exports (README), and the tests' golden values and round trips
 PYARROW_VERSION=26.0.1        # Parquet input
 
 # ---- What each scope installs --------------------------------------------------------------------
@@ -34,11 +34,12 @@ APT_TEST_PACKAGES="libgtest-dev libgmock-dev"
 # against it: about 3 MB (cmake/torch_wheel_cuda.cmake).
 # pyarrow: Parquet input; the build links the Arrow C++ libraries of this wheel (CMakeLists.txt,
 # "Input formats"). matplotlib and tensorboard: looking at a run after `make demo`
-# (scripts/plot_metrics.py and scripts/tensorboard.sh run them from this venv).
+# (scripts/plot_metrics.py and scripts/tensorboard.sh run them from this venv). transformers: loading
+# an export as README shows (AutoModelForMaskedLM, pipeline("fill-mask")) after `make demo`.
 PY_PACKAGES="torch==${TORCH_VERSION} nvidia-cuda-crt==${TORCH_CUDA}.* nvidia-cuda-cccl==${TORCH_CUDA}.*
-  pyarrow==${PYARROW_VERSION} matplotlib tensorboard"
+  pyarrow==${PYARROW_VERSION} matplotlib tensorboard transformers==${TRANSFORMERS_VERSION}"
 # zstandard writes the tests' .zst fixtures (pyarrow writes their Parquet ones).
-PY_TEST_PACKAGES="transformers==${TRANSFORMERS_VERSION} safetensors sentencepiece numpy zstandard"
+PY_TEST_PACKAGES="safetensors sentencepiece numpy zstandard"
 
 SCOPE="${1:-all}"
 case "$SCOPE" in

@@ -577,6 +577,32 @@ void check_out_dir(const fs::path& out, const PrepareOptions& options) {
                           "or empty directory", options.out_dir, core::listed_names(names)));
 }
 
+// The files read, encoded by `threads` encoders and written as shards into the staging folder (one
+// writer thread); a failure anywhere aborts the staging (the error names it).
+void encode_files(const std::vector<std::string>& files, const Tokenizer& tok, const TokenFormat& token_format,
+                  const PrepareOptions& options, int64_t threads, int64_t total_bytes, Staging& staging,
+                  WrittenShards& written) {
+  ChunkQueue queue(2 * threads + 2);
+  try {
+    EncoderPool encoders(tok, options.text_field, queue, threads);
+    std::thread writer;
+    try {
+      writer = std::thread([&] {
+        write_chunks(queue, staging.dir(), token_format, options, static_cast<int64_t>(files.size()), total_bytes, written);
+      });
+    } catch (const std::system_error& e) {
+      queue.fail(e.what());  // the encoders stop; the pool's destructor joins them
+      throw Error(fmt::format("cannot start the shard-writing thread: {}; lower --threads", e.what()));
+    }
+    read_chunks(files, options, queue);
+    encoders.join();
+    writer.join();
+  } catch (const Error& e) {
+    staging.abort(e.what());
+  }
+  if (queue.failed()) staging.abort(queue.error());
+}
+
 }  // namespace
 
 PrepareStats prepare_corpus(const PrepareOptions& options) {
@@ -600,26 +626,8 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   check_out_dir(out, options);
   Staging staging(out);
 
-  ChunkQueue queue(2 * threads + 2);
   WrittenShards written;
-  try {
-    EncoderPool encoders(tok, options.text_field, queue, threads);
-    std::thread writer;
-    try {
-      writer = std::thread([&] {
-        write_chunks(queue, staging.dir(), token_format, options, static_cast<int64_t>(files.size()), total_bytes, written);
-      });
-    } catch (const std::system_error& e) {
-      queue.fail(e.what());  // the encoders stop; the pool's destructor joins them
-      throw Error(fmt::format("cannot start the shard-writing thread: {}; lower --threads", e.what()));
-    }
-    read_chunks(files, options, queue);
-    encoders.join();
-    writer.join();
-  } catch (const Error& e) {
-    staging.abort(e.what());
-  }
-  if (queue.failed()) staging.abort(queue.error());
+  encode_files(files, tok, token_format, options, threads, total_bytes, staging, written);
   if (written.stats.documents == 0) {
     std::string names;
     for (const auto& p : options.inputs) names += (names.empty() ? "" : ", ") + p;

@@ -22,10 +22,12 @@ class JsonReader;
 
 namespace roformer::metrics {
 
-// A field's metrics.jsonl key and TensorBoard tag (nullptr: not a TensorBoard scalar).
+// A field's metrics.jsonl key, TensorBoard tag (nullptr: not a TensorBoard scalar) and, for a tag,
+// the description TensorBoard shows beside its chart (what the figure is and how it is measured).
 struct Field {
   const char* key;
   const char* tag;
+  const char* description = nullptr;
 };
 
 // One logging step of training. "Batch" figures are those of the logging step itself (one batch of
@@ -57,20 +59,30 @@ struct TrainRecord {
   template <class R, class F>
   static void visit(R& r, F&& f) {
     f(Field{"step", nullptr}, r.step);
-    f(Field{"loss", "train/loss"}, r.loss);
-    f(Field{"loss_avg", "train/loss_avg"}, r.loss_avg);
-    f(Field{"accuracy", "train/accuracy"}, r.accuracy);
-    f(Field{"accuracy_avg", "train/accuracy_avg"}, r.accuracy_avg);
-    f(Field{"lr", "train/lr"}, r.lr);
-    f(Field{"grad_norm", "train/grad_norm"}, r.grad_norm);
-    f(Field{"tokens_per_s", "train/tokens_per_s"}, r.tokens_per_s);
+    f(Field{"loss", "train/loss",
+            "MLM cross-entropy (nats) of the logging step's batch, at its predicted positions under the training masking rate (masking.mask_prob)"}, r.loss);
+    f(Field{"loss_avg", "train/loss_avg",
+            "Mean of train/loss over the steps since the previous logging step"}, r.loss_avg);
+    f(Field{"accuracy", "train/accuracy",
+            "Top-1 accuracy at the logging step's predicted positions under the training masking rate (masking.mask_prob, 40% in the shipped configs): not comparable with eval/accuracy, measured at 15%"}, r.accuracy);
+    f(Field{"accuracy_avg", "train/accuracy_avg",
+            "Mean of train/accuracy over the steps since the previous logging step"}, r.accuracy_avg);
+    f(Field{"lr", "train/lr",
+            "Learning rate of the step (optimizer.lr under the schedule section's warmup and decay)"}, r.lr);
+    f(Field{"grad_norm", "train/grad_norm",
+            "Global L2 norm of the gradients of the logging step, before clipping (optimizer.grad_clip)"}, r.grad_norm);
+    f(Field{"tokens_per_s", "train/tokens_per_s",
+            "Input tokens (padding excluded) of all ranks per second of training steps since the previous logging step, data loading included"}, r.tokens_per_s);
     f(Field{"ms_per_step", nullptr}, r.ms_per_step);
     f(Field{"tokens_seen", nullptr}, r.tokens_seen);
     f(Field{"data_wait_s", nullptr}, r.data_wait_s);
-    f(Field{"mfu", "train/mfu"}, r.mfu);
-    f(Field{"loss_scale", "train/loss_scale"}, r.loss_scale);
+    f(Field{"mfu", "train/mfu",
+            "Model FLOPs utilization: the matmul FLOPs of the steps per second over the device's dense bf16 peak"}, r.mfu);
+    f(Field{"loss_scale", "train/loss_scale",
+            "fp16's dynamic loss scale (halved at an overflow, doubled after a run of clean steps)"}, r.loss_scale);
     f(Field{"seq_len", nullptr}, r.seq_len);
-    f(Field{"phase", "train/phase"}, r.phase);
+    f(Field{"phase", "train/phase",
+            "Length phase of the step (train.phases), counted from 1"}, r.phase);
   }
 };
 
@@ -90,10 +102,14 @@ struct EvalRecord {
   template <class R, class F>
   static void visit(R& r, F&& f) {
     f(Field{"step", nullptr}, r.step);
-    f(Field{"loss", "eval/loss"}, r.loss);
-    f(Field{"accuracy", "eval/accuracy"}, r.accuracy);
-    f(Field{"perplexity", "eval/perplexity"}, r.perplexity);
-    f(Field{"top5_accuracy", "eval/top5"}, r.top5_accuracy);
+    f(Field{"loss", "eval/loss",
+            "Mean MLM cross-entropy (nats) on the validation data at eval.mask_prob (15%) with masks of a fixed seed"}, r.loss);
+    f(Field{"accuracy", "eval/accuracy",
+            "Top-1 MLM accuracy on the validation data at every position chosen for prediction (eval.mask_prob, 15%; fixed seed): the figure to compare runs by"}, r.accuracy);
+    f(Field{"perplexity", "eval/perplexity",
+            "exp(eval/loss)"}, r.perplexity);
+    f(Field{"top5_accuracy", "eval/top5",
+            "Share of the validation data's predicted positions whose token is among the model's 5 most likely"}, r.top5_accuracy);
     f(Field{"n_predicted", nullptr}, r.n_predicted);
     f(Field{"n_sequences", nullptr}, r.n_sequences);
     f(Field{"n_tokens", nullptr}, r.n_tokens);

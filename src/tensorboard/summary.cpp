@@ -75,8 +75,11 @@ std::string session_start_event(double wall_time, int64_t step) {
 
 std::string scalars_event(double wall_time, int64_t step, const std::vector<Scalar>& scalars) {
   ProtoWriter summary;
-  for (const auto& s : scalars)
-    summary.add_message(1, ProtoWriter().add_bytes(1, s.tag).add_float(2, static_cast<float>(s.value)));
+  for (const auto& s : scalars) {
+    ProtoWriter value = ProtoWriter().add_bytes(1, s.tag).add_float(2, static_cast<float>(s.value));
+    if (!s.description.empty()) value.add_message(9, ProtoWriter().add_bytes(3, s.description));  // summary_description
+    summary.add_message(1, value);
+  }
   return event(wall_time, step, 5, summary);
 }
 

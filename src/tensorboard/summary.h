@@ -31,9 +31,12 @@ std::string file_version_event(double wall_time);
 std::string session_start_event(double wall_time, int64_t step);
 
 // Scalars as Summary simple values (float), the form every TensorBoard version and W&B's sync read.
+// A scalar given a description carries it in its SummaryMetadata (summary_description), which
+// TensorBoard shows beside the chart; it reads the first one of each tag, so a writer gives it once.
 struct Scalar {
   std::string tag;  // "train/loss": the part before '/' groups the charts
   double value;     // stored as float
+  std::string description = {};
 };
 std::string scalars_event(double wall_time, int64_t step, const std::vector<Scalar>& scalars);
 

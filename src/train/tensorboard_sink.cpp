@@ -34,7 +34,7 @@ std::vector<tensorboard::Scalar> tensorboard_scalars(const nlohmann::json& recor
   for (const metrics::Field& f : metrics::fields_of(type)) {
     if (f.tag == nullptr) continue;
     const auto it = record.find(f.key);
-    if (it != record.end() && it->is_number()) out.push_back({f.tag, it->get<double>()});
+    if (it != record.end() && it->is_number()) out.push_back({f.tag, it->get<double>(), f.description ? f.description : ""});
   }
   return out;
 }
@@ -78,12 +78,18 @@ void TensorBoardSink::replay(const std::string& metrics_path, int64_t last_step)
     const auto step = record["step"].get<int64_t>();
     const auto scalars = tensorboard_scalars(record);
     if (step > last_step || scalars.empty()) continue;
-    writer_.add(tensorboard::scalars_event(now, step, scalars));
+    writer_.add(tensorboard::scalars_event(now, step, described_once(scalars)));
     ++replayed;
   }
   if (replayed > 0)
     spdlog::info("TensorBoard: {} had no event file; wrote the {} metrics record(s) up to step {} first",
                  fs::path(path()).parent_path().string(), replayed, last_step);
+}
+
+std::vector<tensorboard::Scalar> TensorBoardSink::described_once(std::vector<tensorboard::Scalar> scalars) {
+  for (auto& s : scalars)
+    if (!described_.insert(s.tag).second) s.description.clear();
+  return scalars;
 }
 
 void TensorBoardSink::write(const metrics::TrainRecord& record) { write_json(metrics::metrics_line(record)); }
@@ -92,7 +98,8 @@ void TensorBoardSink::write(const metrics::EvalRecord& record) { write_json(metr
 void TensorBoardSink::write_json(const nlohmann::json& record) {
   const auto scalars = tensorboard_scalars(record);
   if (scalars.empty() || !record.contains("step")) return;
-  writer_.add(tensorboard::scalars_event(tensorboard::wall_time_now(), record["step"].get<int64_t>(), scalars));
+  writer_.add(tensorboard::scalars_event(tensorboard::wall_time_now(), record["step"].get<int64_t>(),
+                                         described_once(scalars)));
   writer_.flush();
 }
 

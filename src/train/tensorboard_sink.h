@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,12 @@ class TensorBoardSink : public metrics::MetricsSink {
  private:
   void replay(const std::string& metrics_path, int64_t last_step);
   void write_json(const nlohmann::json& record);
+  // The scalars with each tag's description kept the first time this file holds the tag only.
+  std::vector<tensorboard::Scalar> described_once(std::vector<tensorboard::Scalar> scalars);
 
   std::vector<std::string> earlier_files_;  // the directory's event files before this process
   tensorboard::EventFileWriter writer_;
+  std::set<std::string> described_;  // tags whose description this file holds
 };
 
 // The scalars of a metrics.jsonl record under their tags (metrics/records.h names them: train/loss,

@@ -68,6 +68,9 @@ def session_end(step, status):
 
 def main():
     scalars = [["train/loss", 2.5], ["train/lr", 0.001], ["train/zero", 0.0]]
+    # A tag's first value carries its description (SummaryMetadata.summary_description), which
+    # TensorBoard's scalar migration keeps and shows beside the chart; later values go without.
+    described = [["train/loss", 2.5, "MLM cross-entropy (nats)"], ["train/lr", 0.001, ""]]
     hparams = [["model.attention", "softmax"], ["model.hidden_size", 64.0], ["optimizer.fused", True],
                ["schedule.min_lr", 0.0], ["train.seed", 1234.0]]
     text = "```yaml\nmodel:\n  hidden_size: 64\n```\n"
@@ -79,6 +82,10 @@ def main():
                                                       session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))),
         "scalars": hex_of(event_pb2.Event(wall_time=WALL, step=10, summary=summary_pb2.Summary(
             value=[summary_pb2.Summary.Value(tag=t, simple_value=v) for t, v in scalars]))),
+        "scalars_described": hex_of(event_pb2.Event(wall_time=WALL, step=10, summary=summary_pb2.Summary(value=[
+            summary_pb2.Summary.Value(tag=t, simple_value=v,
+                                      metadata=summary_pb2.SummaryMetadata(summary_description=d) if d else None)
+            for t, v, d in described]))),
         "text": hex_of(text_event(0, "config", text)),
         "hparams_start": hex_of(session_start(7, hparams)),
         "hparams_end": hex_of(session_end(600, api_pb2.STATUS_SUCCESS)),
@@ -87,7 +94,7 @@ def main():
     golden = {
         "generator": "tests/golden/make_tensorboard_golden.py",
         "tensorboard_version": tensorboard.__version__,
-        "inputs": {"wall_time": WALL, "scalars": scalars, "hparams": hparams, "text": text},
+        "inputs": {"wall_time": WALL, "scalars": scalars, "scalars_described": described, "hparams": hparams, "text": text},
         "events": events,
         # masked CRC-32C as TensorBoard's reader computes it; the 64-digit key is the bytes 0..31 in hex.
         "masked_crc32c": {s: masked_crc32c(bytes.fromhex(s) if len(s) == 64 else s.encode()) for s in crc_inputs},

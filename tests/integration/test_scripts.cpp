@@ -17,7 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config.h"
 #include "test_util.h"
+#include "train/schedule.h"
 
 using namespace roformer::test;
 namespace fs = std::filesystem;
@@ -329,6 +331,44 @@ TEST(LookAtARun, PlotAndTensorBoardUseTheProjectVenv) {
                           "/scripts/plot_metrics.py " + tmp.str("metrics.jsonl"));
     EXPECT_EQ(missing.exit_code, 1) << missing.output;
     EXPECT_NE(missing.output.find("run `make demo`"), std::string::npos) << missing.output;
+  }
+}
+
+// plot_metrics.py draws the learning rate of every step from the run's config.yaml (logging steps
+// alone draw a short WSD run as a triangle): its formula is the trainer's, step for step, for every
+// schedule type, with a warmup, a floor and a rounding of the WSD decay's start.
+TEST(LookAtARun, ThePlottedScheduleIsTheTrainersSchedule) {
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  TempDir tmp;
+  const std::string script = R"PY(
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("plot", sys.argv[1])
+plot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plot)
+print(json.dumps(plot.schedule_lr(plot.read_config(sys.argv[2]))))
+)PY";
+  write_file(tmp.str("curve.py"), script);
+  for (const std::string type : {"linear", "cosine", "wsd", "constant"}) {
+    SCOPED_TRACE(type);
+    roformer::config::ScheduleConfig schedule;
+    schedule.type = type;
+    schedule.warmup_steps = 7;
+    schedule.min_lr = 1e-5;
+    schedule.decay_fraction = 0.25;  // 0.25 x 62 = 15.5: rounded half away from zero, as std::llround
+    const int64_t steps = 62;
+    const double peak = 3e-4;
+    // config.yaml as the run writes it (sections, then indented keys; a comment line first).
+    write_file(tmp.str("config.yaml"), "# resolved\noptimizer:\n  lr: 0.0003\nschedule:\n  type: " + type +
+                                           "\n  warmup_steps: 7\n  min_lr: 1.0e-05\n  decay_fraction: 0.25\n"
+                                           "train:\n  steps: 62\n");
+    const auto r = run_command(python() + " " + tmp.str("curve.py") + " " + source_dir() + "/scripts/plot_metrics.py " +
+                               tmp.str("config.yaml"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const json curve = json::parse(r.output.substr(r.output.find('[')));
+    ASSERT_EQ(curve.size(), static_cast<size_t>(steps));
+    const roformer::train::LrSchedule trainer(schedule, peak, steps);
+    for (int64_t i = 0; i < steps; ++i)
+      EXPECT_NEAR(curve[i].get<double>(), trainer.lr(i), 1e-12) << "step " << i;
   }
 }
 

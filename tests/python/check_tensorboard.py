@@ -6,7 +6,7 @@ usage:
   check_tensorboard.py run RUN_DIR [--restarted]
       EventAccumulator over RUN_DIR/tensorboard: every tag of a metrics field (train/loss, ...,
       eval/top5) holds the metrics.jsonl values, as float32, at the same steps, each step once and
-      in order, and no other scalar tag exists; the "config" text holds RUN_DIR/config.yaml; the
+      in order, each carries a description, and no other scalar tag exists; the "config" text holds RUN_DIR/config.yaml; the
       HParams session start lists the config's settings and the session end says success.
       --restarted: the raw files hold some (tag, step) twice, written by a process killed after its
       last checkpoint, so the single curves above prove TensorBoard dropped them.
@@ -82,6 +82,8 @@ def check_scalars(acc, metrics):
         bad = [(s, g, w) for (s, g), (_, w) in zip(got, want) if g != w]
         check(not bad, f"{tag}: values differ from metrics.jsonl (step, ours, metrics): {bad[:3]}")
     check(present == expected_tags, f"scalar tags without a metrics field: {sorted(present - expected_tags)}")
+    undescribed = sorted(t for t in present if not acc.SummaryMetadata(t).summary_description)
+    check(not undescribed, f"tags without the description TensorBoard shows beside the chart: {undescribed}")
     for tag in ALWAYS:
         check(tag in present, f"{tag}: missing")
     print(f"scalars: {len(present)} tags equal metrics.jsonl ({len(acc.Scalars('train/loss'))} train steps): "

@@ -48,6 +48,11 @@ TEST(TensorBoardEvents, EqualTensorBoardsOwnSerialization) {
   std::vector<Scalar> scalars;
   for (const auto& s : g["inputs"]["scalars"]) scalars.push_back({s[0].get<std::string>(), s[1].get<double>()});
   EXPECT_EQ(rt::to_hex(scalars_event(wall, 10, scalars)), want["scalars"]) << "a zero value is still written (a oneof)";
+  std::vector<Scalar> described;
+  for (const auto& s : g["inputs"]["scalars_described"])
+    described.push_back({s[0].get<std::string>(), s[1].get<double>(), s[2].get<std::string>()});
+  EXPECT_EQ(rt::to_hex(scalars_event(wall, 10, described)), want["scalars_described"])
+      << "a description goes in the value's SummaryMetadata; an empty one writes no metadata";
   EXPECT_EQ(rt::to_hex(text_event(wall, 0, "config", g["inputs"]["text"].get<std::string>())), want["text"]);
   std::vector<HParam> hparams;
   for (const auto& h : g["inputs"]["hparams"]) {
