@@ -75,9 +75,14 @@ def schedule_lr(config):
     total = int(total)
     kind = config.get("schedule", {}).get("type", "linear")
     warmup = int(number(config, "schedule", "warmup_steps", 0))
+    if warmup > total:  # a run shorter than its warmup: half of it warms up (LrSchedule's shortening)
+        warmup = total // 2
     low = number(config, "schedule", "min_lr", 0.0)
     fraction = number(config, "schedule", "decay_fraction", 0.2)
-    decay_start = max(warmup, total - int(round_half_away(fraction * total)))
+    decay = int(round_half_away(fraction * total))
+    if kind == "wsd" and total > 0:
+        decay = max(1, decay)  # a wsd decay of at least one step
+    decay_start = max(warmup, total - decay)
 
     def lr(step):
         if step < warmup:

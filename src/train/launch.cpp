@@ -109,19 +109,17 @@ void warn_learning_rate_jump(const checkpoint::CheckpointMeta& from, const confi
   const config::Config& saved = from.config;
   const int64_t step = from.state.step;
   const LrSchedule old_schedule(saved.schedule, saved.optimizer.lr, saved.train.steps);
-  const double now = LrSchedule(cfg.schedule, cfg.optimizer.lr, cfg.train.steps).lr(step);
+  const LrSchedule schedule(cfg.schedule, cfg.optimizer.lr, cfg.train.steps);
+  const double now = schedule.lr(step);
   const double expected = old_schedule.lr(step);
   if (std::abs(now - expected) <= 1e-9 * std::max(cfg.optimizer.lr, saved.optimizer.lr)) return;
   const std::string cause = saved.train.steps != cfg.train.steps
                                 ? fmt::format("train.steps {} -> {} reshapes the {} schedule", saved.train.steps,
                                               cfg.train.steps, cfg.schedule.type)
                                 : std::string("the changed schedule.* / optimizer.lr settings reshape the schedule");
-  const int64_t decay_start = std::max<int64_t>(cfg.schedule.warmup_steps,
-                                                cfg.train.steps - std::llround(cfg.schedule.decay_fraction *
-                                                                               static_cast<double>(cfg.train.steps)));
   spdlog::warn("resume: the learning rate jumps at step {}: {:.4g} under the new settings, where the run left it at "
                "{:.4g} and would have gone on at {:.4g} ({}{})", step, now, old_schedule.lr(std::max<int64_t>(0, step - 1)),
-               expected, cause, cfg.schedule.type == "wsd" ? fmt::format("; the decay now starts at step {}", decay_start)
+               expected, cause, cfg.schedule.type == "wsd" ? fmt::format("; the decay now starts at step {}", schedule.decay_start())
                                                            : std::string());
 }
 

@@ -10,9 +10,9 @@
 
 namespace roformer::train {
 
-// The schedule's rules (train/run_config.h): warmup within train.steps, min_lr at most the peak, and
-// settings the chosen type would silently ignore or that cannot take effect (a wsd decay of no step).
-// Throws roformer::Error naming the key to change.
+// The schedule's rules (train/run_config.h): min_lr at most the peak, and settings the chosen type
+// would silently ignore. A run shorter than its schedule is not refused: LrSchedule shortens the
+// schedule to fit (shortened()). Throws roformer::Error naming the key to change.
 void validate_schedule(const config::Config& c);
 
 class LrSchedule {
@@ -28,7 +28,15 @@ class LrSchedule {
   //            from the peak at s0 to min at the last step (Hu et al. 2024, MiniCPM; Hägele et al.
   //            2024: a constant rate with a short cooldown matches cosine at any budget)
   //   constant: peak after warmup.
+  // A run shorter than its schedule (a smoke run: train.steps 2 of a config warming up for 30) gets
+  // the schedule shortened to fit: a warmup longer than the run takes half of it (the other half
+  // decays), and a wsd decay that rounds to no step takes one.
   double lr(int64_t step) const;
+  // The step the wsd decay starts at (s0 above).
+  int64_t decay_start() const { return decay_start_; }
+  // What was shortened to fit the run, naming the keys and the steps that would run the schedule as
+  // configured; "" when nothing was. One warning at the start of a run (it replaces never_decays).
+  std::string shortened() const;
   // Why the rate never decays within the run (the last step still runs at the peak, no stable phase
   // or warmup left to decay from), naming the keys to change; "" when it decays or is not meant to
   // (constant, or min_lr equal to the peak).
@@ -41,6 +49,8 @@ class LrSchedule {
   double min_;
   int64_t total_;
   int64_t decay_start_;  // wsd: s0
+  int64_t configured_warmup_;
+  int64_t configured_decay_;  // wsd: round(decay_fraction x total)
 };
 
 }  // namespace roformer::train

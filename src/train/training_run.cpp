@@ -38,10 +38,11 @@ TrainingRun::TrainingRun(Plan plan)
   setup_run_dir();
   // A schedule that never decays is legal (a short check of the data, a bench), but rarely meant:
   // --init-from with a fresh config's warmup, say. Said once the log is attached, so train.log has it.
-  if (main_rank())
-    if (const std::string why = LrSchedule(plan_.cfg.schedule, plan_.cfg.optimizer.lr, plan_.cfg.train.steps).never_decays();
-        !why.empty())
-      spdlog::warn("{}", why);
+  if (main_rank()) {
+    const LrSchedule schedule(plan_.cfg.schedule, plan_.cfg.optimizer.lr, plan_.cfg.train.steps);
+    if (const std::string why = schedule.shortened(); !why.empty()) spdlog::warn("{}", why);
+    if (const std::string why = schedule.never_decays(); !why.empty()) spdlog::warn("{}", why);
+  }
   check_ranks_start_alike();
   setup_data();
   StepOptions step_options;

@@ -393,9 +393,7 @@ TEST_F(Reliability, NothingIsDeletedBeforeWhatTheRunReadsIsChecked) {
 // (a decayed WSD run given more steps climbs back to the peak) says so with both rates.
 TEST_F(Reliability, SettingsWithoutEffectAreRefusedAndALearningRateJumpIsSaid) {
   expect_settings_refused(
-      {{"schedule.decay_fraction=0.5", "schedule.decay_fraction = 0.5 applies to schedule.type: wsd only (got linear)"},
-       {"schedule.type=wsd --set schedule.decay_fraction=0.01",
-        "schedule.decay_fraction 0.01 of train.steps 12 is 0.12 steps: the learning rate would never decay"}});
+      {{"schedule.decay_fraction=0.5", "schedule.decay_fraction = 0.5 applies to schedule.type: wsd only (got linear)"}});
   // A token-type table beyond memory is blamed on its key, not on the vocabulary.
   expect_user_error(train("types", "--set model.type_vocab_size=1e10"), "Lower model.type_vocab_size (the largest share)");
   const std::string wsd = "--set schedule.type=wsd --set schedule.decay_fraction=0.5 --set checkpoint.every=6";
@@ -406,6 +404,18 @@ TEST_F(Reliability, SettingsWithoutEffectAreRefusedAndALearningRateJumpIsSaid) {
                                 "where the run left it at"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("train.steps 6 -> 12 reshapes the wsd schedule; the decay now starts at step 6"),
             std::string::npos) << resumed.output;
+}
+
+// A smoke run needs one flag (issue 55): train.steps 2 of a config warming up for 30 with a wsd decay
+// that rounds to no step trains, with one warning saying what the schedule lost to fit the run.
+TEST_F(Reliability, ASmokeRunShortensTheScheduleWithOneWarning) {
+  const auto smoke = train("smoke", "--set train.steps=2 --set schedule.warmup_steps=30 --set schedule.type=wsd");
+  ASSERT_EQ(smoke.exit_code, 0) << smoke.output;
+  const std::string said = "[warning] train.steps 2 is shorter than the schedule, which was shortened to fit the run: "
+                           "schedule.warmup_steps 30 clipped to 1; the wsd decay";
+  ASSERT_NE(smoke.output.find(said), std::string::npos) << smoke.output;
+  EXPECT_EQ(smoke.output.find(said, smoke.output.find(said) + 1), std::string::npos) << "said twice\n" << smoke.output;
+  EXPECT_EQ(smoke.output.find("never decays"), std::string::npos) << smoke.output;
 }
 
 // eval's counts and lengths out of range are refused naming the flag, before any data is read; a
