@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/embedding.h"
+#include "kernels/fp8_linear.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/layer_norm.h"
 #include "kernels/op_paths.h"
@@ -84,12 +85,27 @@ torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
 
 namespace {
 
+// Whether an encoder layer's GEMM y = x W^T runs in FP8: under an Fp8Scope (train.fp8) where the
+// shapes and the device allow it (each path said once: "fp8", or "bf16 (why)").
+bool use_fp8(const torch::Tensor& x, const torch::Tensor& weight) {
+  if (!kernels::fp8_enabled()) return false;
+  const auto why_not = kernels::fp8_linear_unsupported(x, weight);
+  kernels::note_op_path_text("fp8_linear", why_not ? "bf16 (" + *why_not + ")" : "fp8");
+  return !why_not;
+}
+
+// The encoder layers' linear layers (q, k, v, the attention output, the feed-forward block): FP8
+// where use_fp8 says so, else `linear`. Attention, the embeddings and the MLM head never run FP8.
+torch::Tensor block_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return use_fp8(x, layer->weight) ? kernels::fp8_linear(x, layer->weight, layer->bias) : linear(layer, x);
+}
+
 // Rows stacked over one storage: the forward aliases it, the backward hands each part its rows of
 // the gradient (views of one tensor, no copy).
 class StackedViewFunction : public torch::autograd::Function<StackedViewFunction> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a,
-                                                const torch::Tensor& b, const torch::Tensor& c) {
+                                                const torch::Tensor& /*b*/, const torch::Tensor& /*c*/) {
     ctx->saved_data["rows"] = a.size(0);
     auto sizes = a.sizes().vec();
     sizes[0] *= 3;
@@ -253,7 +269,9 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const L
     kernels::note_op_path_text("qkv_projection", qkv_packed() ? "one GEMM, packed weights"
                                                               : "one GEMM, weights concatenated (not packed)");
     const auto bias = stacked(query->bias, key->bias, value->bias);
-    auto qkv = (kernel_policy().gemm_epilogues ? kernels::linear_epilogue(x, weight, bias) : torch::linear(x, weight, bias))
+    auto qkv = (use_fp8(x, weight)                ? kernels::fp8_linear(x, weight, bias)
+                : kernel_policy().gemm_epilogues ? kernels::linear_epilogue(x, weight, bias)
+                                                 : torch::linear(x, weight, bias))
                    .view({B, T, 3, N, D});
     if (softmax) {  // q and k as the position scheme transforms them (rotary's fused form: in one call)
       const auto parts = positions_->transform_packed(qkv, inputs.positions);
@@ -267,9 +285,9 @@ torch::Tensor RoFormerSelfAttentionImpl::forward(const torch::Tensor& x, const L
       v = parts[2].transpose(1, 2);
     }
   } else {
-    q = heads(linear(query, queries.defined() ? queries : x));
-    k = heads(linear(key, x));
-    v = heads(linear(value, x));
+    q = heads(block_linear(query, queries.defined() ? queries : x));
+    k = heads(block_linear(key, x));
+    v = heads(block_linear(value, x));
     if (softmax) positions_->transform(q, k, v, inputs.positions);
   }
   if (!softmax) return linear_attention(q, k, v, inputs).transpose(1, 2).reshape({B, T, H});
@@ -349,6 +367,8 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInpu
     return F::dropout(t, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));
   };
   auto ffn = [&](const torch::Tensor& t) {
+    if (kernels::fp8_enabled())  // FP8 GEMMs (where they can run), the activation apart
+      return block_linear(output_dense, activation(block_linear(intermediate_dense, t), m.hidden_act));
     if (kernel_policy().gemm_epilogues && m.hidden_act == config::Activation::kGeluTanh)  // cuBLASLt's GELU is the tanh form
       return kernels::ffn_gelu_epilogue(t, intermediate_dense->weight, intermediate_dense->bias, output_dense->weight,
                                         output_dense->bias);
@@ -361,18 +381,18 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInpu
     auto normed_queries = queries.defined() ? attention_layer_norm->forward(queries) : torch::Tensor();
     auto attended = self_attention->forward(attention_layer_norm->forward(x), inputs, normed_queries);
     if (fused) {  // a and LN(a) from one op; the second residual's LayerNorm is the next layer's
-      auto [normed, a] = residual_dropout_norm(linear(attention_dense, attended), u, output_layer_norm, p);
+      auto [normed, a] = residual_dropout_norm(block_linear(attention_dense, attended), u, output_layer_norm, p);
       return a + drop(ffn(normed));
     }
-    auto a = u + drop(linear(attention_dense, attended));
+    auto a = u + drop(block_linear(attention_dense, attended));
     return a + drop(ffn(output_layer_norm->forward(a)));
   }
   auto attended = self_attention->forward(x, inputs, queries);
   if (fused) {
-    auto a = residual_dropout_norm(linear(attention_dense, attended), u, attention_layer_norm, p).y;
+    auto a = residual_dropout_norm(block_linear(attention_dense, attended), u, attention_layer_norm, p).y;
     return residual_dropout_norm(ffn(a), a, output_layer_norm, p).y;
   }
-  auto a = attention_layer_norm->forward(u + drop(linear(attention_dense, attended)));
+  auto a = attention_layer_norm->forward(u + drop(block_linear(attention_dense, attended)));
   return output_layer_norm->forward(a + drop(ffn(a)));
 }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 
+#include "kernels/fp8_linear.h"
 #include "model/autocast.h"
 #include "model/layers.h"
 
@@ -51,6 +52,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     const auto autocast = autocast_state(x.device().type());
     ctx->saved_data["autocast"] = autocast.enabled;
     ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(autocast.dtype);
+    ctx->saved_data["fp8"] = kernels::fp8_enabled();  // and the FP8 linear layers' state (train.fp8)
     ctx->saved_data["cpu_rng"] = get_rng_state(torch::kCPU);
     if (x.is_cuda()) ctx->saved_data["device_rng"] = get_rng_state(x.device());
     ctx->saved_data["mask"] = mask;  // no gradient; kept as they are
@@ -87,6 +89,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       torch::AutoGradMode enable(true);
       AutocastScope autocast(device.type(), AutocastState{ctx->saved_data["autocast"].toBool(),
                                                           static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt())});
+      kernels::Fp8Scope fp8(ctx->saved_data["fp8"].toBool());
       out = layer->forward(saved[0], inputs, saved[1]);
     }
     set_rng_state(torch::kCPU, cpu_now);

@@ -23,6 +23,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/dropout_rng.h"
 #include "kernels/embedding.h"
+#include "kernels/fp8_linear.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/layer_norm.h"
 #include "kernels/op_paths.h"
@@ -456,6 +457,71 @@ TEST(GemmEpiloguesOnCuda, LinearAndFeedForwardMatchAten) {
   const auto paths = op_paths();
   EXPECT_EQ(paths.at("ffn_gelu_epilogue"), "cublaslt");
   EXPECT_EQ(paths.at("linear_epilogue"), "cublaslt");
+}
+
+// FP8 linear layers (train.fp8, issue 51) through _scaled_mm at RoFormer-base's shapes (M 1024 tokens,
+// H 768, N 3072), bf16 inputs: the output and every gradient equal the same products of the
+// dequantized FP8 operands (x, W in E4M3, dy in E5M2) to bf16/fp32 accumulation rounding (1e-2), and
+// stay within FP8's rounding of the bf16 linear (8%); captured in a CUDA graph, a replay with new
+// inputs equals the eager call bit for bit (the scales are computed on the device, nothing is read back).
+TEST(Fp8OnCuda, LinearIsTheScaledProductOfItsFp8OperandsAndReplaysInAGraph) {
+  const auto why = fp8_linear_unsupported(torch::zeros({16, 16}, cuda()), torch::zeros({16, 16}, cuda()));
+  if (why) GTEST_SKIP() << *why;
+#ifndef ROFORMER_WITH_CUDA
+  GTEST_SKIP() << "built without ROFORMER_WITH_CUDA";
+#else
+  namespace F = torch::nn::functional;
+  const int64_t M = 1024, K = 768, N = 3072;
+  torch::manual_seed(51);
+  auto o = torch::TensorOptions().device(cuda()).dtype(torch::kBFloat16);
+  auto x = torch::randn({2, M / 2, K}, o).requires_grad_();
+  auto w = (0.05 * torch::randn({N, K}, o)).requires_grad_();
+  auto b = (0.1 * torch::randn({N}, o)).requires_grad_();
+  auto dy = (1e-3 * torch::randn({2, M / 2, N}, o));
+  auto grads_of = [&](const Tensor& y) {
+    auto g = torch::autograd::grad({y}, {x, w, b}, {dy});
+    g.insert(g.begin(), y);
+    return g;  // y, dx, dw, db
+  };
+  const auto got = grads_of(fp8_linear(x, w, b));
+  const auto xq = fp8_quantize(x.detach().reshape({M, K}), Fp8Format::kE4M3).dequantized();
+  const auto wq = fp8_quantize(w.detach(), Fp8Format::kE4M3).dequantized();
+  const auto gq = fp8_quantize(dy.reshape({M, N}), Fp8Format::kE5M2).dequantized();
+  const auto ref_y = (xq.mm(wq.t()) + b.detach().to(torch::kFloat)).view({2, M / 2, N});
+  expect_close("fp8 y", got[0], ref_y, 0, 1e-2);
+  expect_close("fp8 dx", got[1], gq.mm(wq).view({2, M / 2, K}), 0, 1e-2);
+  expect_close("fp8 dw", got[2], gq.t().mm(xq), 0, 1e-2);
+  expect_close("fp8 db", got[3], dy.reshape({M, N}).to(torch::kFloat).sum(0), 0, 1e-2);
+  const auto bf16 = grads_of(F::linear(x, w, b));
+  const char* names[] = {"y vs bf16", "dx vs bf16", "dw vs bf16", "db vs bf16"};
+  for (size_t i = 0; i < got.size(); ++i) expect_close(names[i], got[i], bf16[i], 0, 8e-2);
+  // Graph capture of forward + backward, replayed with new inputs.
+  auto step = [&] { return grads_of(fp8_linear(x, w, b)); };
+  auto side = c10::cuda::getStreamFromPool();
+  torch::cuda::synchronize();
+  at::cuda::CUDAGraph graph;
+  std::vector<Tensor> captured;
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    step();
+    graph.capture_begin();
+    captured = step();
+    graph.capture_end();
+  }
+  torch::cuda::synchronize();
+  {
+    torch::NoGradGuard no_grad;
+    x.mul_(3.0);
+    w.mul_(0.5);
+    dy.mul_(-2.0);
+  }
+  graph.replay();
+  torch::cuda::synchronize();
+  const auto eager = step();
+  const char* graph_names[] = {"y", "dx", "dw", "db"};
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(torch::equal(eager[i], captured[i])) << "graph replay vs eager: " << graph_names[i];
+#endif
 }
 
 // What scripts/gpu_check.sh runs under compute-sanitizer: every kernel once, forward and backward,
