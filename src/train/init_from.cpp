@@ -201,6 +201,27 @@ std::string adopt_init_tokenizer(const InitSource& source, const config::Config&
   return path.string();
 }
 
+namespace {
+
+// Context extension (check_init_architecture) applied to the loaded tensors. The buffers (the rotary
+// sin/cos table) are computed from the config, whose base or length now differs from the weights':
+// the model's own stand (the loader takes them as optional). A learned absolute table copy-extended:
+// row i of the new table is row i mod N of the N trained, so every new row starts as a known position.
+void extend_positions(const InitSource& source, const model::RoFormerForMaskedLMImpl& model,
+                      std::map<std::string, torch::Tensor>& tensors) {
+  if (source.extended.empty()) return;
+  for (const auto& buffer : model.named_buffers(/*recurse=*/true)) tensors.erase(buffer.key());
+  if (source.copied_position_rows == 0) return;
+  const int64_t rows = model.options().model().max_position_embeddings;
+  for (auto& [name, t] : tensors)
+    if (name.size() >= kPositionTable.size() &&
+        name.compare(name.size() - kPositionTable.size(), kPositionTable.size(), kPositionTable) == 0 &&
+        t.dim() == 2 && t.size(0) == source.copied_position_rows)
+      t = t.repeat({(rows + t.size(0) - 1) / t.size(0), 1}).narrow(0, 0, rows).contiguous();
+}
+
+}  // namespace
+
 void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model) {
   auto tensors = core::load_safetensors(source.weights);
   if (source.family) {
@@ -209,20 +230,7 @@ void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl&
     for (auto& [name, t] : tensors) renamed.emplace(source.family->from_hf_name(name), std::move(t));
     tensors = std::move(renamed);
   }
-  if (!source.extended.empty())
-    // The buffers (the rotary sin/cos table) are computed from the config, whose base or length now
-    // differs from the weights': the model's own stand (the loader takes them as optional).
-    for (const auto& buffer : model.named_buffers(/*recurse=*/true)) tensors.erase(buffer.key());
-  if (source.copied_position_rows > 0) {
-    // The learned absolute table copy-extended (check_init_architecture): row i of the new table is
-    // row i mod N of the N trained, so every new row starts as a position the model knows.
-    const int64_t rows = model.options().model().max_position_embeddings;
-    for (auto& [name, t] : tensors)
-      if (name.size() >= kPositionTable.size() &&
-          name.compare(name.size() - kPositionTable.size(), kPositionTable.size(), kPositionTable) == 0 &&
-          t.dim() == 2 && t.size(0) == source.copied_position_rows)
-        t = t.repeat({(rows + t.size(0) - 1) / t.size(0), 1}).narrow(0, 0, rows).contiguous();
-  }
+  extend_positions(source, model, tensors);
   if (model.options().model().type_vocab_size == 0) {
     auto it = tensors.find(kTokenTypes);
     if (it != tensors.end() && it->second.size(0) == 1 && it->second.count_nonzero().item<int64_t>() == 0)
