@@ -11,10 +11,12 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/run_dir_names.h"
+#include "core/utf8.h"
 #include "data/corpus.h"
 #include "data/corpus_format.h"
 #include "data/tokenizer.h"
@@ -174,6 +176,19 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
   std::vector<std::string> files;
   for (auto& f : found) files.push_back(std::move(f.path));
   return files;
+}
+
+nlohmann::json files_signature(const std::vector<std::string>& files) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& f : files) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(f, ec);
+    const auto mtime = std::filesystem::last_write_time(f, ec).time_since_epoch().count();
+    list.push_back({{"path", core::utf8_or_escaped(std::filesystem::absolute(f).string())},
+                    {"size", ec ? 0 : size},
+                    {"mtime", static_cast<int64_t>(mtime)}});
+  }
+  return list;
 }
 
 }  // namespace roformer::data

@@ -16,12 +16,19 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace roformer::data {
 
 // The files of `inputs`, expanded as above. Throws roformer::Error, before anything is written,
 // when an entry names nothing: a missing file, a pattern matching nothing, a folder without corpus
 // files, a prepared corpus or another output of roformer (not an input), a file reached twice.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs);
+
+// The expanded files as they are now, for telling whether they changed: a JSON array of
+// {"path": absolute (UTF-8, or escaped), "size", "mtime"} in their order (the prepared-data cache's
+// signature and the tokenizer cache's key).
+nlohmann::json files_signature(const std::vector<std::string>& files);
 
 // True when a file name is one a folder's expansion takes (see above).
 bool is_corpus_file_name(const std::string& name);

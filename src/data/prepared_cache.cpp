@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/hash.h"
-#include "core/utf8.h"
 #include "data/input_files.h"
 
 namespace roformer::data {
@@ -25,14 +24,7 @@ namespace {
 // they were read, so an edited, added, removed or replaced file is prepared again.
 json sources_signature(const std::vector<std::string>& files, const std::string& fingerprint,
                        const std::string& text_field) {
-  json list = json::array();
-  for (const auto& f : files) {
-    std::error_code ec;
-    const auto size = fs::file_size(f, ec);
-    const auto mtime = fs::last_write_time(f, ec).time_since_epoch().count();
-    list.push_back({{"path", core::utf8_or_escaped(fs::absolute(f).string())}, {"size", ec ? 0 : size}, {"mtime", static_cast<int64_t>(mtime)}});
-  }
-  return {{"files", list}, {"tokenizer_fingerprint", fingerprint}, {"text_field", text_field}};
+  return {{"files", files_signature(files)}, {"tokenizer_fingerprint", fingerprint}, {"text_field", text_field}};
 }
 
 // The signature as recorded after preparing: each file also with a hash of its content, so a file

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
@@ -37,14 +38,7 @@ std::optional<fs::path> tokenizer_cache_dir() {
 }
 
 std::string tokenizer_cache_key(const TokenizerTrainOptions& options) {
-  std::string text = training_settings(options);
-  for (const auto& file : expand_inputs(options.inputs)) {
-    std::error_code ec;
-    const auto size = fs::file_size(file, ec);
-    const auto mtime = fs::last_write_time(file, ec).time_since_epoch().count();
-    text += fmt::format("\n{}\t{}\t{}", fs::absolute(file).lexically_normal().string(), ec ? 0 : size,
-                        static_cast<int64_t>(mtime));
-  }
+  const std::string text = training_settings(options) + "\n" + files_signature(expand_inputs(options.inputs)).dump();
   core::Hasher hasher;
   hasher.update(text.data(), text.size());
   return hasher.hex_digest();
