@@ -42,6 +42,14 @@ inline model::RoFormerOptions tiny_model_options(const std::vector<std::string>&
   return model::RoFormerOptions(c.model, vocab_size);
 }
 
+// A config read by the table (config::parse_config), then held to the model section's rules, each
+// position scheme's its own (model::validate_model_config): what the model checks before it builds.
+inline config::Config model_checked_config(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  config::Config c = config::parse_config(yaml, overrides);
+  model::validate_model_config(c.model);
+  return c;
+}
+
 // The model's parameters by their Hugging Face (RoFormer) names, tied tensors once.
 inline std::map<std::string, torch::Tensor> parameters_by_name(const model::RoFormerForMaskedLMImpl& model) {
   std::map<std::string, torch::Tensor> out;

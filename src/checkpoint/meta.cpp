@@ -40,11 +40,11 @@ TrainerState read_state(const std::string& dir) {
 
 CheckpointMeta read_checkpoint_meta(const std::string& dir) { return {dir, read_config(dir), read_state(dir)}; }
 
-void check_resumable(const CheckpointMeta& meta) {
+void check_resumable(const CheckpointMeta& meta, const std::function<size_t(int64_t step)>& phase_of) {
   constexpr const char* kAnother = "resume from another checkpoint of the run (`roformer inspect RUN_DIR` lists them)";
   const TrainerState& s = meta.state;
-  const size_t last = config::phase_at(meta.config, std::max<int64_t>(0, s.step - 1));
-  const size_t next = config::phase_at(meta.config, s.step);
+  const size_t last = phase_of(std::max<int64_t>(0, s.step - 1));
+  const size_t next = phase_of(s.step);
   if (s.loader_phase != static_cast<int64_t>(last) && s.loader_phase != static_cast<int64_t>(next))
     throw Error(fmt::format("{}: loader.phase {} (the data position's length phase, counted from 0), but step {} "
                             "trains in phase {} of the checkpoint's train.phases: the file was edited; {}",

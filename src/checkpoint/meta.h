@@ -4,6 +4,7 @@
 // the weights, optimizer and generator states stay with their loaders. Free of LibTorch.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,9 +25,11 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 // What a resume reads beyond the manifest's checksums (which a careful hand-edit keeps matching),
 // checked before anything is written: the data position's length phase is the one the checkpoint's
 // config trains its last step in (or the next step's, for a step given up at a stop signal), and its
-// metrics.jsonl, which the run goes on appending to, holds whole JSON records only. Throws
-// roformer::Error naming the file, the field or line, and what to do.
-void check_resumable(const CheckpointMeta& meta);
+// metrics.jsonl, which the run goes on appending to, holds whole JSON records only. phase_of: the
+// index of the length phase the checkpoint's config trains a 0-based step in (the caller's: the
+// phases are train/length_phases.h's). Throws roformer::Error naming the file, the field or line,
+// and what to do.
+void check_resumable(const CheckpointMeta& meta, const std::function<size_t(int64_t step)>& phase_of);
 
 // For `roformer inspect`, which reports damaged checkpoints too: each part that could be read,
 // and the first problem met reading the others.

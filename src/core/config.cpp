@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
@@ -68,6 +69,7 @@ struct Field {
   std::string key;
   std::string comment;
   std::string type;  // for the reference: int, float, bool, string, list
+  Resume resume = Resume::kRefuse;  // what a resumed run may do with it (checkpoint/resume_policy.h)
   Constraint constraint;
   std::function<void(Config&, const YAML::Node&, const std::string& path)> set;  // parsed, checked, assigned
   std::function<void(const Config&)> check;       // throws when the value is out of range or choices
@@ -147,43 +149,102 @@ std::vector<std::string> parse_string_list(const YAML::Node& node, const std::st
   return out;
 }
 
-// The keys of a train.phases entry, in the order they are printed.
-const std::vector<std::string> kPhaseKeys = {"from_step", "max_seq_len", "batch_size"};
+// A key whose value is a list of mappings of integers (train.phases): each entry's keys, in the order
+// they are printed, with how each sets and reads its member of the entry; `required` ones must be
+// given, the others may be left out. Declared beside the key's row (entry_keys below); what the
+// entries mean and their rules are their component's (train/length_phases.h).
+template <class E>
+struct EntryKey {
+  const char* name;
+  bool required;
+  void (*set)(E& entry, int64_t value);
+  std::optional<int64_t> (*get)(const E& entry);  // nullopt: left out
+};
+template <class E>
+const std::vector<EntryKey<E>>& entry_keys();
+template <class E>
+const char* entry_example();
+template <class E>
+const char* entry_noun();  // what one entry is called in messages
 
-// train.phases: a list of mappings {from_step, max_seq_len, batch_size}; an unknown or repeated key
-// is an error naming the entry.
-std::vector<PhaseConfig> parse_phases(const YAML::Node& node, const std::string& path) {
-  const char* expected = "a list of phases like [{from_step: 9000, max_seq_len: 512, batch_size: 64}]";
-  if (!node.IsSequence()) type_error(path, node, expected);
-  std::vector<PhaseConfig> out;
-  for (size_t i = 0; i < node.size(); ++i) {
-    const YAML::Node item = node[i];
-    const std::string where = fmt::format("{}[{}]", path, i);
-    if (!item.IsMap()) type_error(where, item, "a mapping {from_step: N, max_seq_len: T, batch_size: B}");
-    PhaseConfig phase;
-    std::map<std::string, bool> seen;
-    for (const auto& kv : item) {
-      const std::string key = scalar_text(kv.first);
-      if (const auto colon = key.find(':'); colon != std::string::npos)  // {from_step:540} is one YAML scalar
-        throw Error(fmt::format("config key {}: '{}' needs a space after its colon ('{}: {}'), or quoted keys "
-                                "({{\"from_step\":540}}), for YAML to read a key and a value", where, key,
-                                key.substr(0, colon), key.substr(colon + 1)));
-      if (std::find(kPhaseKeys.begin(), kPhaseKeys.end(), key) == kPhaseKeys.end())
-        throw Error(fmt::format("config key {} has no key '{}'; did you mean '{}'? A phase takes {}", where, key,
-                                core::nearest(key, kPhaseKeys), fmt::join(kPhaseKeys, ", ")));
-      if (!seen.emplace(key, true).second)
-        throw Error(fmt::format("config key {}: '{}' appears twice; give it once", where, key));
-      const YAML::Node& value = kv.second;
-      if (!value.IsScalar()) type_error(where + "." + key, value, "an integer");
-      const int64_t v = parse_integer(value, where + "." + key);
-      (key == "from_step" ? phase.from_step : key == "max_seq_len" ? phase.max_seq_len : phase.batch_size) = v;
-    }
-    if (!seen.count("from_step"))
-      throw Error(fmt::format("config key {} has no from_step: say from which step on the phase trains (e.g. "
-                              "{{from_step: 9000, max_seq_len: 512}})", where));
-    out.push_back(phase);
-  }
+template <class E>
+std::vector<std::string> entry_key_names() {
+  std::vector<std::string> out;
+  for (const auto& k : entry_keys<E>()) out.push_back(k.name);
   return out;
+}
+
+// One entry: a mapping of known keys, each once, integer values; an unknown or repeated key is an
+// error naming the entry.
+template <class E>
+E parse_entry(const YAML::Node& item, const std::string& where) {
+  const auto names = entry_key_names<E>();
+  if (!item.IsMap()) type_error(where, item, fmt::format("a mapping {}", entry_example<E>()).c_str());
+  E entry;
+  std::map<std::string, bool> seen;
+  for (const auto& kv : item) {
+    const std::string key = scalar_text(kv.first);
+    if (const auto colon = key.find(':'); colon != std::string::npos)  // {from_step:540} is one YAML scalar
+      throw Error(fmt::format("config key {}: '{}' needs a space after its colon ('{}: {}'), or quoted keys "
+                              "({{\"{}\":{}}}), for YAML to read a key and a value", where, key,
+                              key.substr(0, colon), key.substr(colon + 1), key.substr(0, colon), key.substr(colon + 1)));
+    const auto known = std::find(names.begin(), names.end(), key);
+    if (known == names.end())
+      throw Error(fmt::format("config key {} has no key '{}'; did you mean '{}'? A {} takes {}", where, key,
+                              core::nearest(key, names), entry_noun<E>(), fmt::join(names, ", ")));
+    if (!seen.emplace(key, true).second)
+      throw Error(fmt::format("config key {}: '{}' appears twice; give it once", where, key));
+    const YAML::Node& value = kv.second;
+    if (!value.IsScalar()) type_error(where + "." + key, value, "an integer");
+    entry_keys<E>()[known - names.begin()].set(entry, parse_integer(value, where + "." + key));
+  }
+  for (const auto& k : entry_keys<E>())
+    if (k.required && !seen.count(k.name))
+      throw Error(fmt::format("config key {} has no {}: every {} gives it (e.g. {})", where, k.name,
+                              entry_noun<E>(), entry_example<E>()));
+  return entry;
+}
+
+template <class E>
+std::vector<E> parse_entries(const YAML::Node& node, const std::string& path) {
+  if (!node.IsSequence())
+    type_error(path, node, fmt::format("a list of {}s like [{}]", entry_noun<E>(), entry_example<E>()).c_str());
+  std::vector<E> out;
+  for (size_t i = 0; i < node.size(); ++i) out.push_back(parse_entry<E>(node[i], fmt::format("{}[{}]", path, i)));
+  return out;
+}
+
+template <class E>
+std::string format_entries(const std::vector<E>& entries) {
+  std::string out = "[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string fields;
+    for (const auto& k : entry_keys<E>())
+      if (const auto v = k.get(entries[i])) fields += fmt::format("{}{}: {}", fields.empty() ? "" : ", ", k.name, *v);
+    out += fmt::format("{}{{{}}}", i ? ", " : "", fields);
+  }
+  return out + "]";
+}
+
+// train.phases' entries (core/config.h PhaseConfig; train/length_phases.h gives them their meaning).
+template <>
+const std::vector<EntryKey<PhaseConfig>>& entry_keys() {
+  static const std::vector<EntryKey<PhaseConfig>> keys = {
+      {"from_step", true, [](PhaseConfig& p, int64_t v) { p.from_step = v; },
+       [](const PhaseConfig& p) -> std::optional<int64_t> { return p.from_step; }},
+      {"max_seq_len", false, [](PhaseConfig& p, int64_t v) { p.max_seq_len = v; },
+       [](const PhaseConfig& p) { return p.max_seq_len; }},
+      {"batch_size", false, [](PhaseConfig& p, int64_t v) { p.batch_size = v; },
+       [](const PhaseConfig& p) { return p.batch_size; }}};
+  return keys;
+}
+template <>
+const char* entry_example<PhaseConfig>() {
+  return "{from_step: 9000, max_seq_len: 512, batch_size: 64}";
+}
+template <>
+const char* entry_noun<PhaseConfig>() {
+  return "phase";
 }
 
 template <class T>
@@ -194,7 +255,7 @@ T parse_value(const YAML::Node& node, const std::string& path) {
   if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     return parse_string_list(node, path);
   } else if constexpr (std::is_same_v<T, std::vector<PhaseConfig>>) {
-    return parse_phases(node, path);
+    return parse_entries<PhaseConfig>(node, path);
   } else {
     if (!node.IsScalar()) {
       type_error(path, node,
@@ -222,14 +283,7 @@ T parse_value(const YAML::Node& node, const std::string& path) {
 template <class T>
 std::string format_value(const T& v) {
   if constexpr (std::is_same_v<T, std::vector<PhaseConfig>>) {
-    std::string out = "[";
-    for (size_t i = 0; i < v.size(); ++i) {
-      out += fmt::format("{}{{from_step: {}", i ? ", " : "", v[i].from_step);
-      if (v[i].max_seq_len != 0) out += fmt::format(", max_seq_len: {}", v[i].max_seq_len);
-      if (v[i].batch_size != 0) out += fmt::format(", batch_size: {}", v[i].batch_size);
-      out += "}";
-    }
-    return out + "]";
+    return format_entries(v);
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     std::string out = "[";
     for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + quote_if_needed(v[i]);
@@ -358,13 +412,14 @@ void check_allowed(const T& value, const Constraint& constraint, const std::stri
 }
 
 template <class Accessor>
-void add(std::vector<Field>& fields, const char* section, const char* key, Accessor access,
+void add(std::vector<Field>& fields, const char* section, const char* key, Resume resume, Accessor access,
          const char* comment, Constraint constraint = {}) {
   using T = std::decay_t<decltype(access(std::declval<Config&>()))>;
   if constexpr (std::is_enum_v<T>) constraint.choices = enum_choices<T>();
   Field f;
   f.section = section;
   f.key = key;
+  f.resume = resume;
   f.comment = comment;
   f.type = type_name<T>();
   f.constraint = constraint;
@@ -386,156 +441,166 @@ void add(std::vector<Field>& fields, const char* section, const char* key, Acces
   fields.push_back(std::move(f));
 }
 
-#define ROFORMER_FIELD(sec, key, comment, ...) \
-  add(f, #sec, #key, [](Config& c) -> auto& { return c.sec.key; }, comment, ##__VA_ARGS__)
+// One row: section, key, its resume column (Resume: kExact, kRescue, kRefuse), the comment printed in
+// the reference, and its range or choices.
+#define ROFORMER_FIELD(sec, key, resume, comment, ...) \
+  add(f, #sec, #key, Resume::resume, [](Config& c) -> auto& { return c.sec.key; }, comment, ##__VA_ARGS__)
 
+// The resume column (checkpoint/resume_policy.h): kExact keys change neither the model nor the data
+// order, so a resumed run still continues exactly (train.device, train.num_threads, optimizer.fused and
+// the distributed keys keep the math but may change float rounding; train.cuda_graph replays the very
+// kernels the eager step launches). kRescue keys rescue a diverged run, with a warning that it is no
+// longer an exact continuation: the learning rate, clipping and schedule; train.batch_size and
+// train.grad_accum so a run can resume on another number of processes with the same global batch
+// (the data position is global); train.param_dtype, since checkpoints hold fp32 weights either way.
+// kRefuse keys change the model or the data.
 std::vector<Field> build_fields() {
   std::vector<Field> f;
   // model
-  ROFORMER_FIELD(model, vocab_size, "Vocabulary size V; 0 takes it from the tokenizer", at_least(0));
-  ROFORMER_FIELD(model, hidden_size, "Hidden size H", at_least(1));
-  ROFORMER_FIELD(model, num_layers, "Number of encoder layers", at_least(1));
-  ROFORMER_FIELD(model, num_heads, "Attention heads N; H must divide by N and H/N be even", at_least(1));
-  ROFORMER_FIELD(model, intermediate_size, "Feed-forward inner size", at_least(1));
-  ROFORMER_FIELD(model, embedding_size,
+  ROFORMER_FIELD(model, vocab_size, kRefuse, "Vocabulary size V; 0 takes it from the tokenizer", at_least(0));
+  ROFORMER_FIELD(model, hidden_size, kRefuse, "Hidden size H", at_least(1));
+  ROFORMER_FIELD(model, num_layers, kRefuse, "Number of encoder layers", at_least(1));
+  ROFORMER_FIELD(model, num_heads, kRefuse, "Attention heads N; H must divide by N and H/N be even", at_least(1));
+  ROFORMER_FIELD(model, intermediate_size, kRefuse, "Feed-forward inner size", at_least(1));
+  ROFORMER_FIELD(model, embedding_size, kRefuse,
                  "Word-embedding size E; 0 means H; E < H adds an E->H projection (ALBERT-style)", at_least(0));
-  ROFORMER_FIELD(model, max_position_embeddings,
+  ROFORMER_FIELD(model, max_position_embeddings, kRefuse,
                  "Rows of the rotary sin/cos table or of the learned absolute position table (longest sequence)",
                  at_least(1));
-  ROFORMER_FIELD(model, position,
+  ROFORMER_FIELD(model, position, kRefuse,
                  "rotary: RoPE in every attention layer; absolute: learned position embeddings added to the word "
                  "embeddings (BERT); none: no position information (a control); disentangled: DeBERTa's relative "
                  "attention (content-to-position and position-to-content scores from shared relative embeddings)");
-  ROFORMER_FIELD(model, position_buckets,
+  ROFORMER_FIELD(model, position_buckets, kRefuse,
                  "disentangled: relative distances up to half of this are kept, longer ones log-bucketed up to "
                  "max_relative_positions (DeBERTa-v2/v3); 0 keeps exact distances",
                  at_least(0));
-  ROFORMER_FIELD(model, max_relative_positions,
+  ROFORMER_FIELD(model, max_relative_positions, kRefuse,
                  "disentangled: distances from this on share the outermost bucket; 0 means max_position_embeddings",
                  at_least(0));
-  ROFORMER_FIELD(model, pos_att_type,
+  ROFORMER_FIELD(model, pos_att_type, kRefuse,
                  "disentangled: the relative terms added to the content scores: content-to-position (c2p), "
                  "position-to-content (p2c) or both");
-  ROFORMER_FIELD(model, share_att_key,
+  ROFORMER_FIELD(model, share_att_key, kRefuse,
                  "disentangled: project the relative embeddings with the query/key weights (DeBERTa-v3); false adds "
                  "pos_key_proj / pos_query_proj");
-  ROFORMER_FIELD(model, position_biased_input,
+  ROFORMER_FIELD(model, position_biased_input, kRefuse,
                  "disentangled: also add a learned absolute position table to the input embeddings (DeBERTa-v1; "
                  "limits sequences to max_position_embeddings)");
-  ROFORMER_FIELD(model, enhanced_mask_decoder,
+  ROFORMER_FIELD(model, enhanced_mask_decoder, kRefuse,
                  "disentangled: the MLM head reads the last layer re-run twice on queries plus learned absolute "
                  "positions (DeBERTa's EMD; pretraining head only; limits sequences to max_position_embeddings)");
-  ROFORMER_FIELD(model, type_vocab_size, "Token-type embeddings (Hugging Face default 2); 0 disables",
+  ROFORMER_FIELD(model, type_vocab_size, kRefuse, "Token-type embeddings (Hugging Face default 2); 0 disables",
                  at_least(0));
-  ROFORMER_FIELD(model, hidden_dropout, "Dropout on embeddings and sublayer outputs", unit_interval_open_right());
-  ROFORMER_FIELD(model, attention_dropout, "Dropout on attention probabilities", unit_interval_open_right());
-  ROFORMER_FIELD(model, layer_norm_eps, "LayerNorm epsilon (Hugging Face default 1e-12)", positive());
-  ROFORMER_FIELD(model, initializer_range, "Std of the normal weight initialization", positive());
-  ROFORMER_FIELD(model, rotary_base, "Rotary base: theta_i = base^(-2i/D)", positive());
-  ROFORMER_FIELD(model, rotary_value, "Also apply the rotary embedding to the values");
-  ROFORMER_FIELD(model, norm, "post: LayerNorm after each residual (BERT, Hugging Face); pre: before, plus a final LayerNorm");
-  ROFORMER_FIELD(model, attention, "softmax: scaled dot-product attention; linear: the paper's elu+1 linear attention");
-  ROFORMER_FIELD(model, hidden_act, "Feed-forward activation (gelu_tanh: the tanh approximation, Hugging Face's gelu_pytorch_tanh)");
-  ROFORMER_FIELD(model, bias,
+  ROFORMER_FIELD(model, hidden_dropout, kRefuse, "Dropout on embeddings and sublayer outputs", unit_interval_open_right());
+  ROFORMER_FIELD(model, attention_dropout, kRefuse, "Dropout on attention probabilities", unit_interval_open_right());
+  ROFORMER_FIELD(model, layer_norm_eps, kRefuse, "LayerNorm epsilon (Hugging Face default 1e-12)", positive());
+  ROFORMER_FIELD(model, initializer_range, kRefuse, "Std of the normal weight initialization", positive());
+  ROFORMER_FIELD(model, rotary_base, kRefuse, "Rotary base: theta_i = base^(-2i/D)", positive());
+  ROFORMER_FIELD(model, rotary_value, kRefuse, "Also apply the rotary embedding to the values");
+  ROFORMER_FIELD(model, norm, kRefuse, "post: LayerNorm after each residual (BERT, Hugging Face); pre: before, plus a final LayerNorm");
+  ROFORMER_FIELD(model, attention, kRefuse, "softmax: scaled dot-product attention; linear: the paper's elu+1 linear attention");
+  ROFORMER_FIELD(model, hidden_act, kRefuse, "Feed-forward activation (gelu_tanh: the tanh approximation, Hugging Face's gelu_pytorch_tanh)");
+  ROFORMER_FIELD(model, bias, kRefuse,
                  "Additive biases in every linear layer and LayerNorm; false: none (ModernBERT; no bias adds and no "
                  "bias gradients), the MLM decoder's output bias kept. Exports write zero biases, so Hugging Face "
                  "loads them unchanged");
-  ROFORMER_FIELD(model, gradient_checkpointing, "Recompute each layer in backward to save activation memory");
+  ROFORMER_FIELD(model, gradient_checkpointing, kRefuse, "Recompute each layer in backward to save activation memory");
   // tokenizer
-  ROFORMER_FIELD(tokenizer, model, "Existing SentencePiece .model to use; empty trains one into RUN_DIR/tokenizer");
-  ROFORMER_FIELD(tokenizer, input, "Text files to train the tokenizer on; empty uses data.train_files");
-  ROFORMER_FIELD(tokenizer, vocab_size, "Vocabulary size of a trained tokenizer, special tokens included", at_least(16));
-  ROFORMER_FIELD(tokenizer, model_type, "SentencePiece algorithm", one_of({"unigram", "bpe"}));
-  ROFORMER_FIELD(tokenizer, character_coverage, "Fraction of characters covered by the vocabulary (SentencePiece accepts 0.98 to 1)",
+  ROFORMER_FIELD(tokenizer, model, kRefuse, "Existing SentencePiece .model to use; empty trains one into RUN_DIR/tokenizer");
+  ROFORMER_FIELD(tokenizer, input, kRefuse, "Text files to train the tokenizer on; empty uses data.train_files");
+  ROFORMER_FIELD(tokenizer, vocab_size, kRefuse, "Vocabulary size of a trained tokenizer, special tokens included", at_least(16));
+  ROFORMER_FIELD(tokenizer, model_type, kRefuse, "SentencePiece algorithm", one_of({"unigram", "bpe"}));
+  ROFORMER_FIELD(tokenizer, character_coverage, kRefuse, "Fraction of characters covered by the vocabulary (SentencePiece accepts 0.98 to 1)",
                  Constraint{0.98, 1, false, false, {}});
-  ROFORMER_FIELD(tokenizer, input_sentence_size, "Lines sampled from large inputs (bounds memory and time)",
+  ROFORMER_FIELD(tokenizer, input_sentence_size, kRefuse, "Lines sampled from large inputs (bounds memory and time)",
                  at_least(1));
-  ROFORMER_FIELD(tokenizer, seed, "Seed of the sampling", at_least(0));
+  ROFORMER_FIELD(tokenizer, seed, kRefuse, "Seed of the sampling", at_least(0));
   // data
-  ROFORMER_FIELD(data, train_files, "Training data: text, JSONL or Parquet files (.gz/.zst too), folders and glob patterns; or prepared directories");
-  ROFORMER_FIELD(data, valid_files, "Validation data, as data.train_files; empty disables evaluation");
-  ROFORMER_FIELD(data, prepared_dir, "Where prepared token shards are written; empty means RUN_DIR/data");
-  ROFORMER_FIELD(data, max_seq_len, "Sequence length T, [CLS] and [SEP] included", at_least(8));
-  ROFORMER_FIELD(data, packing, "full: pack documents into full sequences (no padding); document: one document per sequence, padded",
+  ROFORMER_FIELD(data, train_files, kRefuse, "Training data: text, JSONL or Parquet files (.gz/.zst too), folders and glob patterns; or prepared directories");
+  ROFORMER_FIELD(data, valid_files, kRefuse, "Validation data, as data.train_files; empty disables evaluation");
+  ROFORMER_FIELD(data, prepared_dir, kExact, "Where prepared token shards are written; empty means RUN_DIR/data");
+  ROFORMER_FIELD(data, max_seq_len, kRefuse, "Sequence length T, [CLS] and [SEP] included", at_least(8));
+  ROFORMER_FIELD(data, packing, kRefuse, "full: pack documents into full sequences (no padding); document: one document per sequence, padded",
                  one_of({"full", "document"}));
-  ROFORMER_FIELD(data, num_workers, "Background threads building batches", Constraint{0, 256, false, false, {}});
-  ROFORMER_FIELD(data, prefetch, "Batches queued ahead of the training step", Constraint{1, 1024, false, false, {}});
-  ROFORMER_FIELD(data, text_field, "JSONL field or Parquet column holding the text");
+  ROFORMER_FIELD(data, num_workers, kExact, "Background threads building batches", Constraint{0, 256, false, false, {}});
+  ROFORMER_FIELD(data, prefetch, kExact, "Batches queued ahead of the training step", Constraint{1, 1024, false, false, {}});
+  ROFORMER_FIELD(data, text_field, kRefuse, "JSONL field or Parquet column holding the text");
   // masking
-  ROFORMER_FIELD(masking, mask_prob, "Fraction of positions chosen for prediction", Constraint{0, 1, true, true, {}});
-  ROFORMER_FIELD(masking, mask_token_rate, "Of the chosen positions, fraction replaced by [MASK]", unit_interval());
-  ROFORMER_FIELD(masking, random_token_rate, "Of the chosen positions, fraction replaced by a random token",
+  ROFORMER_FIELD(masking, mask_prob, kRefuse, "Fraction of positions chosen for prediction", Constraint{0, 1, true, true, {}});
+  ROFORMER_FIELD(masking, mask_token_rate, kRefuse, "Of the chosen positions, fraction replaced by [MASK]", unit_interval());
+  ROFORMER_FIELD(masking, random_token_rate, kRefuse, "Of the chosen positions, fraction replaced by a random token",
                  unit_interval());
-  ROFORMER_FIELD(masking, whole_word, "Choose whole words (SentencePiece word-start pieces) instead of pieces");
-  ROFORMER_FIELD(masking, exact_count, "Exactly round(p*n) positions per sequence (static shapes) instead of Bernoulli(p)");
+  ROFORMER_FIELD(masking, whole_word, kRefuse, "Choose whole words (SentencePiece word-start pieces) instead of pieces");
+  ROFORMER_FIELD(masking, exact_count, kRefuse, "Exactly round(p*n) positions per sequence (static shapes) instead of Bernoulli(p)");
   // optimizer
-  ROFORMER_FIELD(optimizer, lr, "Peak learning rate", positive());
-  ROFORMER_FIELD(optimizer, beta1, "AdamW beta1", unit_interval_open_right());
-  ROFORMER_FIELD(optimizer, beta2, "AdamW beta2", unit_interval_open_right());
-  ROFORMER_FIELD(optimizer, eps, "AdamW epsilon", positive());
-  ROFORMER_FIELD(optimizer, weight_decay, "Decoupled weight decay for Linear weights", at_least(0));
-  ROFORMER_FIELD(optimizer, decay_embeddings, "Also decay the embedding matrices");
-  ROFORMER_FIELD(optimizer, grad_clip, "Clip the global gradient norm to this; 0 disables", at_least(0));
-  ROFORMER_FIELD(optimizer, fused, "Use the fused AdamW kernel (at::_fused_adamw_, CUDA and CPU); false: torch::optim::AdamW's per-parameter loop");
+  ROFORMER_FIELD(optimizer, lr, kRescue, "Peak learning rate", positive());
+  ROFORMER_FIELD(optimizer, beta1, kRefuse, "AdamW beta1", unit_interval_open_right());
+  ROFORMER_FIELD(optimizer, beta2, kRefuse, "AdamW beta2", unit_interval_open_right());
+  ROFORMER_FIELD(optimizer, eps, kRefuse, "AdamW epsilon", positive());
+  ROFORMER_FIELD(optimizer, weight_decay, kRefuse, "Decoupled weight decay for Linear weights", at_least(0));
+  ROFORMER_FIELD(optimizer, decay_embeddings, kRefuse, "Also decay the embedding matrices");
+  ROFORMER_FIELD(optimizer, grad_clip, kRescue, "Clip the global gradient norm to this; 0 disables", at_least(0));
+  ROFORMER_FIELD(optimizer, fused, kExact, "Use the fused AdamW kernel (at::_fused_adamw_, CUDA and CPU); false: torch::optim::AdamW's per-parameter loop");
   // schedule
-  ROFORMER_FIELD(schedule, type, "Decay after warmup: linear or cosine to min_lr at the last step; wsd (warmup-stable-decay): the peak until the last decay_fraction of the steps, then linear to min_lr; constant",
+  ROFORMER_FIELD(schedule, type, kRescue, "Decay after warmup: linear or cosine to min_lr at the last step; wsd (warmup-stable-decay): the peak until the last decay_fraction of the steps, then linear to min_lr; constant",
                  one_of({"linear", "cosine", "wsd", "constant"}));
-  ROFORMER_FIELD(schedule, warmup_steps, "Linear warmup steps from 0 to optimizer.lr", at_least(0));
-  ROFORMER_FIELD(schedule, min_lr, "Learning rate reached at the last step", at_least(0));
-  ROFORMER_FIELD(schedule, decay_fraction, "wsd: fraction of train.steps at the end that decays linearly to min_lr",
+  ROFORMER_FIELD(schedule, warmup_steps, kRescue, "Linear warmup steps from 0 to optimizer.lr", at_least(0));
+  ROFORMER_FIELD(schedule, min_lr, kRescue, "Learning rate reached at the last step", at_least(0));
+  ROFORMER_FIELD(schedule, decay_fraction, kRescue, "wsd: fraction of train.steps at the end that decays linearly to min_lr",
                  Constraint{0, 1, true, false, {}});
   // train
-  ROFORMER_FIELD(train, steps, "Optimizer steps", at_least(1));
-  ROFORMER_FIELD(train, batch_size, "Sequences per micro-batch", at_least(1));
-  ROFORMER_FIELD(train, grad_accum, "Micro-batches per optimizer step", at_least(1));
-  ROFORMER_FIELD(train, precision, "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, CUDA only)");
-  ROFORMER_FIELD(train, param_dtype,
+  ROFORMER_FIELD(train, steps, kExact, "Optimizer steps", at_least(1));
+  ROFORMER_FIELD(train, batch_size, kRescue, "Sequences per micro-batch", at_least(1));
+  ROFORMER_FIELD(train, grad_accum, kRescue, "Micro-batches per optimizer step", at_least(1));
+  ROFORMER_FIELD(train, precision, kRefuse, "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling, CUDA only)");
+  ROFORMER_FIELD(train, param_dtype, kRescue,
                  "Dtype the step computes with: fp32 (parameters fp32; bf16 runs under autocast), or bf16 (with "
                  "precision bf16: parameters, activations and residual stream bf16 without autocast; the optimizer "
                  "keeps fp32 master weights, accumulates gradients in fp32, and checkpoints save the fp32 masters); "
                  "auto: bf16 on CUDA with precision bf16, fp32 otherwise (config.yaml records the choice)");
-  ROFORMER_FIELD(train, device, "auto (CUDA when available), cpu, cuda or cuda:N");
-  ROFORMER_FIELD(train, cuda_graph,
+  ROFORMER_FIELD(train, device, kExact, "auto (CUDA when available), cpu, cuda or cuda:N");
+  ROFORMER_FIELD(train, cuda_graph, kExact,
                  "CUDA: replay each micro-batch's forward + backward and the update between logging steps as "
                  "captured CUDA graphs (one per batch shape; the first of each runs eagerly); false: every step "
                  "eagerly. Single process, fused AdamW, bf16 or fp32, no gradient checkpointing; otherwise eager");
-  ROFORMER_FIELD(train, seed, "Seed of initialization, data order, masking and dropout", at_least(0));
-  ROFORMER_FIELD(train, run_dir, "Directory for logs, metrics, checkpoints and the resolved config");
-  ROFORMER_FIELD(train, num_threads, "CPU intra-op threads; 0 keeps LibTorch's default", Constraint{0, 1024, false, false, {}});
-  ROFORMER_FIELD(train, phases,
+  ROFORMER_FIELD(train, seed, kRefuse, "Seed of initialization, data order, masking and dropout", at_least(0));
+  ROFORMER_FIELD(train, run_dir, kExact, "Directory for logs, metrics, checkpoints and the resolved config");
+  ROFORMER_FIELD(train, num_threads, kExact, "CPU intra-op threads; 0 keeps LibTorch's default", Constraint{0, 1024, false, false, {}});
+  ROFORMER_FIELD(train, phases, kRefuse,
                  "Later sequence-length phases, e.g. [{from_step: 9000, max_seq_len: 512, batch_size: 64}]: from that "
                  "step (0-based) on, sequences of max_seq_len tokens, batch_size per micro-batch (either left out: "
                  "the previous phase's). The steps before the first are data.max_seq_len and train.batch_size. One "
                  "prepared corpus, one schedule over train.steps (docs/training.md)");
   // checkpoint
-  ROFORMER_FIELD(checkpoint, every, "Save every N steps; 0 saves only at the end (and on SIGINT/SIGTERM)",
+  ROFORMER_FIELD(checkpoint, every, kExact, "Save every N steps; 0 saves only at the end (and on SIGINT/SIGTERM)",
                  at_least(0));
-  ROFORMER_FIELD(checkpoint, keep_last, "Complete checkpoints kept; older ones are deleted", at_least(1));
+  ROFORMER_FIELD(checkpoint, keep_last, kExact, "Complete checkpoints kept; older ones are deleted", at_least(1));
   // logging
-  ROFORMER_FIELD(logging, every, "Log a progress line and a metrics record every N steps", at_least(1));
-  ROFORMER_FIELD(logging, progress, "auto: a live bar on a terminal, plain lines otherwise",
+  ROFORMER_FIELD(logging, every, kExact, "Log a progress line and a metrics record every N steps", at_least(1));
+  ROFORMER_FIELD(logging, progress, kExact, "auto: a live bar on a terminal, plain lines otherwise",
                  one_of({"auto", "bar", "plain"}));
-  ROFORMER_FIELD(logging, level, "Console log level", one_of({"trace", "debug", "info", "warn", "error"}));
-  ROFORMER_FIELD(logging, tensorboard,
+  ROFORMER_FIELD(logging, level, kExact, "Console log level", one_of({"trace", "debug", "info", "warn", "error"}));
+  ROFORMER_FIELD(logging, tensorboard, kExact,
                  "Write TensorBoard event files to RUN_DIR/tensorboard (scalars at every logging step and evaluation, "
                  "the config, HParams); false writes none");
   // eval
-  ROFORMER_FIELD(eval, every, "Evaluate on the validation set every N steps; 0 only at the end", at_least(0));
-  ROFORMER_FIELD(eval, max_sequences, "Validation sequences evaluated (a fixed, deterministic set)", at_least(1));
-  ROFORMER_FIELD(eval, batch_size, "Sequences per evaluation batch", at_least(1));
-  ROFORMER_FIELD(eval, seed, "Seed of the evaluation masks (fixed so figures compare across runs)", at_least(0));
-  ROFORMER_FIELD(eval, mask_prob, "Fraction of positions predicted at evaluation, 80/10/10 by piece whatever masking.* trains with, so accuracies compare across recipes",
+  ROFORMER_FIELD(eval, every, kExact, "Evaluate on the validation set every N steps; 0 only at the end", at_least(0));
+  ROFORMER_FIELD(eval, max_sequences, kExact, "Validation sequences evaluated (a fixed, deterministic set)", at_least(1));
+  ROFORMER_FIELD(eval, batch_size, kExact, "Sequences per evaluation batch", at_least(1));
+  ROFORMER_FIELD(eval, seed, kExact, "Seed of the evaluation masks (fixed so figures compare across runs)", at_least(0));
+  ROFORMER_FIELD(eval, mask_prob, kExact, "Fraction of positions predicted at evaluation, 80/10/10 by piece whatever masking.* trains with, so accuracies compare across recipes",
                  Constraint{0, 1, true, false, {}});
-  ROFORMER_FIELD(eval, max_seq_len,
+  ROFORMER_FIELD(eval, max_seq_len, kExact,
                  "Sequence length of the validation sequences; 0: the length training ends with (train.phases' last, "
                  "else data.max_seq_len)",
                  at_least(0));
   // distributed
-  ROFORMER_FIELD(distributed, backend, "Collectives when torchrun/SLURM start several processes: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
+  ROFORMER_FIELD(distributed, backend, kExact, "Collectives when torchrun/SLURM start several processes: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
                  one_of({"auto", "gloo", "nccl"}));
-  ROFORMER_FIELD(distributed, timeout_s, "Seconds any rendezvous or collective may wait before the run stops naming the missing rank",
+  ROFORMER_FIELD(distributed, timeout_s, kExact, "Seconds any rendezvous or collective may wait before the run stops naming the missing rank",
                  at_least(1));
-  ROFORMER_FIELD(distributed, bucket_mb, "Gradient all-reduce bucket size in MiB (buckets start during backward)", positive());
+  ROFORMER_FIELD(distributed, bucket_mb, kExact, "Gradient all-reduce bucket size in MiB (buckets start during backward)", positive());
   return f;
 }
 #undef ROFORMER_FIELD
@@ -670,6 +735,11 @@ YAML::Node load_document(const std::string& yaml_text, const std::string& origin
 
 }  // namespace
 
+Resume resume_of(const std::string& key) {
+  const Field* f = find_field(key);
+  return f ? f->resume : Resume::kRefuse;
+}
+
 std::vector<std::string> all_keys() {
   std::vector<std::string> out;
   for (const auto& f : fields()) out.push_back(f.path());
@@ -731,7 +801,7 @@ Config config_from_document(const YAML::Node& root, const std::vector<std::strin
   Config config;
   apply_yaml(config, root, origin);
   for (const auto& o : overrides) apply_override(config, o);
-  validate(config);
+  check_table(config);
   return config;
 }
 
@@ -769,212 +839,11 @@ std::string to_string(Activation value) { return enum_name(value); }
 std::string to_string(Precision value) { return enum_name(value); }
 std::string to_string(ParamDtype value) { return enum_name(value); }
 
-namespace {
+void invalid(const std::string& msg) { throw Error("invalid config: " + msg); }
 
-// Far above any real step (the largest published ones hold a few million tokens), far below 2^63.
-constexpr int64_t kMaxSequencesPerStep = int64_t{1} << 31;
-constexpr int64_t kMaxTokensPerStep = int64_t{1} << 40;
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error("invalid config: " + msg); }
-
-// Every field of `section` (every field: "") within its range and choices: a config built in code
-// is held to what the YAML loader enforces.
-void check_fields(const Config& c, const std::string& section) {
+void check_table(const Config& c, const std::string& section) {
   for (const auto& f : fields())
     if (section.empty() || f.section == section) f.check(c);
-}
-
-// The keys of disentangled attention: set to anything but their defaults, they need
-// model.position: disentangled (elsewhere they would be silently ignored).
-const std::vector<std::string>& disentangled_keys() {
-  static const std::vector<std::string> keys = {"position_buckets",      "max_relative_positions", "pos_att_type",
-                                                "share_att_key",         "position_biased_input",
-                                                "enhanced_mask_decoder"};
-  return keys;
-}
-
-void validate_disentangled(const ModelConfig& m) {
-  if (m.position != Position::kDisentangled) {
-    Config given, defaults;
-    given.model = m;
-    for (const auto& f : fields())
-      if (f.section == "model" &&
-          std::find(disentangled_keys().begin(), disentangled_keys().end(), f.key) != disentangled_keys().end() &&
-          f.get(given) != f.get(defaults))
-        invalid(fmt::format("model.{} = {} applies to model.position: disentangled only (got {}); remove it or set "
-                            "model.position: disentangled", f.key, f.get(given), to_string(m.position)));
-    return;
-  }
-  if (m.attention == Attention::kLinear)
-    invalid("model.attention: linear has no disentangled form (the relative scores need the full score matrix); "
-            "use model.attention: softmax with model.position: disentangled");
-  // DeBERTa's decoder brings in the absolute positions the input lacks; the original code
-  // (EnhancedMaskDecoder) skips it when the input has them (position_biased_input).
-  if (m.enhanced_mask_decoder && m.position_biased_input)
-    invalid("model.enhanced_mask_decoder adds the absolute positions that the input embeddings lack, but "
-            "model.position_biased_input: true already adds them there (DeBERTa's decoder is skipped then); set one "
-            "of the two to false");
-  // HF make_log_bucket_position: distances from buckets/2 on are log(d / mid) / log((max - 1) / mid), so
-  // max_relative_positions - 1 must exceed mid = buckets/2.
-  const int64_t buckets = m.position_buckets, max_relative = effective_max_relative_positions(m);
-  if (buckets == 1) invalid("model.position_buckets must be 0 (exact distances) or at least 2 (got 1)");
-  if (buckets > 0 && buckets / 2 >= max_relative - 1)
-    invalid(fmt::format("model.position_buckets ({}) needs model.max_relative_positions above {} (got {}{}): "
-                        "distances up to position_buckets/2 are exact and the log buckets reach from there to "
-                        "max_relative_positions; lower model.position_buckets (DeBERTa-v3 uses half of "
-                        "max_relative_positions) or set it to 0 for exact distances", buckets, buckets / 2 + 1,
-                        max_relative, m.max_relative_positions > 0 ? "" : ", from model.max_position_embeddings"));
-}
-
-}  // namespace
-
-void validate_model(const ModelConfig& m) {
-  Config c;
-  c.model = m;
-  check_fields(c, "model");
-  if (m.hidden_size % m.num_heads != 0)
-    invalid(fmt::format("model.hidden_size ({}) must be divisible by model.num_heads ({})", m.hidden_size,
-                        m.num_heads));
-  if (head_dim(m) % 2 != 0)
-    invalid(fmt::format("the head dimension model.hidden_size / model.num_heads = {} must be even (rotary "
-                        "embeddings rotate pairs of dimensions); change model.num_heads or model.hidden_size",
-                        head_dim(m)));
-  if (m.embedding_size > m.hidden_size)
-    invalid(fmt::format("model.embedding_size ({}) must be <= model.hidden_size ({}), or 0 to use hidden_size",
-                        m.embedding_size, m.hidden_size));
-  if (m.attention == Attention::kLinear && m.rotary_value)
-    invalid("model.rotary_value is only supported with model.attention: softmax");
-  if (m.position != Position::kRotary && m.rotary_value)
-    invalid("model.rotary_value needs model.position: rotary (got " + to_string(m.position) +
-            "); set model.rotary_value: false");
-  if (m.vocab_size != 0 && m.vocab_size < 6)
-    invalid(fmt::format("model.vocab_size ({}) must leave room for the 5 special tokens; use 0 to take it from "
-                        "the tokenizer", m.vocab_size));
-  validate_disentangled(m);
-}
-
-namespace {
-
-// train.phases' entries in order, each changing something, all within train.steps.
-void validate_phase_list(const Config& c) {
-  for (size_t i = 0; i < c.train.phases.size(); ++i) {
-    const PhaseConfig& p = c.train.phases[i];
-    const std::string key = fmt::format("train.phases[{}]", i);
-    if (i == 0 && p.from_step <= 0)
-      invalid(fmt::format("{}.from_step ({}) must be > 0: the steps before the first phase are data.max_seq_len and "
-                          "train.batch_size's", key, p.from_step));
-    if (i > 0 && p.from_step <= c.train.phases[i - 1].from_step)
-      invalid(fmt::format("{}.from_step ({}) must be greater than the previous phase's ({}): list the phases in "
-                          "order", key, p.from_step, c.train.phases[i - 1].from_step));
-    if (p.from_step >= c.train.steps)
-      invalid(fmt::format("{}.from_step ({}) must be < train.steps ({}): the phase would train no step", key,
-                          p.from_step, c.train.steps));
-    if (p.max_seq_len != 0 && p.max_seq_len < 8)
-      invalid(fmt::format("{}.max_seq_len ({}) must be at least 8 (or left out: the previous phase's)", key,
-                          p.max_seq_len));
-    if (p.batch_size < 0)
-      invalid(fmt::format("{}.batch_size ({}) must be at least 1 (or left out: the previous phase's)", key,
-                          p.batch_size));
-    if (p.max_seq_len == 0 && p.batch_size == 0)
-      invalid(fmt::format("{} changes neither max_seq_len nor batch_size; give one or remove the phase", key));
-  }
-}
-
-// One phase's shape: its length within the position table, something to predict in each sequence
-// and micro-batch, and a step that fits in 64 bits. seq_key, batch_key: the keys that set them.
-void validate_shape(const Config& c, int64_t seq_len, int64_t batch_size, const std::string& seq_key,
-                    const std::string& batch_key) {
-  if (seq_len > c.model.max_position_embeddings)
-    invalid(fmt::format("{} ({}) exceeds model.max_position_embeddings ({})", seq_key, seq_len,
-                        c.model.max_position_embeddings));
-  const auto& k = c.masking;
-  // A setting that predicts nothing trains on a loss of 0 and reports metrics over no predictions.
-  // A sequence has at most max_seq_len - 2 positions to predict ([CLS] and [SEP] never are).
-  const double maskable = static_cast<double>(seq_len - 2);
-  if (k.exact_count && std::llround(k.mask_prob * maskable) < 1)
-    invalid(fmt::format("masking.mask_prob {} chooses round({} x {}) = 0 positions of a sequence (masking.exact_count): "
-                        "nothing would be predicted; raise masking.mask_prob to at least {:.3g}",
-                        k.mask_prob, k.mask_prob, seq_len - 2, 0.5 / maskable));
-  if (k.mask_prob * maskable * static_cast<double>(batch_size) < 0.5)
-    invalid(fmt::format("masking.mask_prob {} predicts {:.2g} positions in a micro-batch of {} x {} tokens on average: "
-                        "most micro-batches would predict nothing; raise masking.mask_prob (or {})",
-                        k.mask_prob, k.mask_prob * maskable * static_cast<double>(batch_size), batch_size, seq_len,
-                        batch_key));
-  // Products of settings must fit in 64 bits with room for the world size (at most 2^20 ranks) and
-  // the memory estimate: sequences and tokens of one optimizer step.
-  int64_t sequences = 0, tokens = 0;
-  if (__builtin_mul_overflow(batch_size, c.train.grad_accum, &sequences) || sequences > kMaxSequencesPerStep ||
-      __builtin_mul_overflow(sequences, seq_len, &tokens) || tokens > kMaxTokensPerStep)
-    invalid(fmt::format("{} x train.grad_accum x {} = {} x {} x {} tokens per optimizer step is beyond what a step can "
-                        "hold (at most {} sequences and {} tokens); lower train.grad_accum or {}",
-                        batch_key, seq_key, batch_size, c.train.grad_accum, seq_len, kMaxSequencesPerStep,
-                        kMaxTokensPerStep, batch_key));
-}
-
-}  // namespace
-
-std::vector<Phase> run_phases(const Config& c) {
-  std::vector<Phase> out = {{0, c.train.steps, c.data.max_seq_len, c.train.batch_size}};
-  for (const PhaseConfig& p : c.train.phases) {
-    const Phase previous = out.back();
-    out.back().end_step = p.from_step;
-    out.push_back({p.from_step, c.train.steps, p.max_seq_len != 0 ? p.max_seq_len : previous.max_seq_len,
-                   p.batch_size != 0 ? p.batch_size : previous.batch_size});
-  }
-  return out;
-}
-
-size_t phase_at(const Config& c, int64_t step) {
-  size_t index = 0;
-  for (size_t i = 0; i < c.train.phases.size(); ++i)
-    if (step >= c.train.phases[i].from_step) index = i + 1;
-  return index;
-}
-
-int64_t eval_seq_len(const Config& c) {
-  return c.eval.max_seq_len != 0 ? c.eval.max_seq_len : run_phases(c).back().max_seq_len;
-}
-
-void validate(const Config& c) {
-  check_fields(c, "");
-  validate_model(c.model);
-  const auto& k = c.masking;
-  if (k.mask_token_rate + k.random_token_rate > 1.0 + 1e-12)
-    invalid(fmt::format("masking.mask_token_rate + masking.random_token_rate = {} must be <= 1",
-                        k.mask_token_rate + k.random_token_rate));
-  validate_phase_list(c);
-  const auto phases = run_phases(c);
-  for (size_t i = 0; i < phases.size(); ++i) {
-    // The keys that set this phase's shape: its own entry's, or those of the phase it keeps them from.
-    size_t length_from = i, batch_from = i;
-    while (length_from > 0 && c.train.phases[length_from - 1].max_seq_len == 0) --length_from;
-    while (batch_from > 0 && c.train.phases[batch_from - 1].batch_size == 0) --batch_from;
-    const std::string seq_key =
-        length_from == 0 ? "data.max_seq_len" : fmt::format("train.phases[{}].max_seq_len", length_from - 1);
-    const std::string batch_key =
-        batch_from == 0 ? "train.batch_size" : fmt::format("train.phases[{}].batch_size", batch_from - 1);
-    validate_shape(c, phases[i].max_seq_len, phases[i].batch_size, seq_key, batch_key);
-  }
-  if (c.eval.max_seq_len != 0 && c.eval.max_seq_len < 8)
-    invalid(fmt::format("eval.max_seq_len ({}) must be at least 8, or 0 for the length training ends with",
-                        c.eval.max_seq_len));
-  if (c.eval.max_seq_len > c.model.max_position_embeddings)
-    invalid(fmt::format("eval.max_seq_len ({}) exceeds model.max_position_embeddings ({})", c.eval.max_seq_len,
-                        c.model.max_position_embeddings));
-  const auto& dev = c.train.device;
-  if (!(dev == "auto" || dev == "cpu" || dev == "cuda" || dev.rfind("cuda:", 0) == 0))
-    invalid(fmt::format("train.device = '{}': use auto, cpu, cuda or cuda:N", dev));
-  if (dev == "cpu" && c.train.precision == Precision::kFp16)
-    invalid("train.precision fp16 needs CUDA; use fp32 or bf16 with train.device: cpu");
-  if (c.train.param_dtype == ParamDtype::kBf16 && c.train.precision != Precision::kBf16)
-    invalid(fmt::format("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is {}); set "
-                        "train.precision: bf16, or train.param_dtype: fp32", to_string(c.train.precision)));
-  if (c.train.run_dir.empty()) invalid("train.run_dir must not be empty");
-  if (c.distributed.backend == "nccl" && dev == "cpu")
-    invalid("distributed.backend nccl needs CUDA but train.device is cpu; use distributed.backend: gloo (or auto)");
-  if (c.distributed.backend == "gloo" && dev.rfind("cuda", 0) == 0)
-    invalid(fmt::format("distributed.backend gloo is for CPU training but train.device is {}; use "
-                        "distributed.backend: nccl (or auto)", dev));
 }
 
 std::string to_yaml(const Config& config) {
@@ -1015,7 +884,7 @@ std::string defaults_reference(bool markdown) {
     } else if (f.type == "int" || f.type == "float") {
       allowed = f.constraint.describe();
     } else if (f.type == "phases") {
-      allowed = "a list of {from_step, max_seq_len, batch_size}";
+      allowed = fmt::format("a list of {{{}}}", fmt::join(entry_key_names<PhaseConfig>(), ", "));
     } else {
       allowed = f.type == "bool" ? "true, false" : "any";
     }

@@ -1,12 +1,16 @@
 // The run configuration: one typed struct per section, defaults in code, one comment per field.
 //
-// The YAML loader, `--set section.key=value` overrides, validation and the printed reference
-// (`roformer config defaults`, docs/config.md) all come from the single field table in config.cpp,
-// so a field added there is loadable, overridable, validated and documented at once.
+// The YAML loader, `--set section.key=value` overrides, the table's checks (types, ranges, choices),
+// the resume behaviour of each key and the printed reference (`roformer config defaults`,
+// docs/config.md) all come from the single field table in config.cpp, so a field added there is
+// loadable, overridable, checked and documented at once. The rules across keys belong to the
+// components that read them, each in its own file (train/run_config.h lists them): a new key is a
+// field here, its row in the table, and its rules beside the code that uses it.
 // This header is deliberately free of yaml-cpp and LibTorch includes.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -114,12 +118,13 @@ struct ScheduleConfig {
 
 // A later phase of train.phases (docs/training.md, "Length phases"): from optimizer step from_step
 // on (0-based; the step logged as from_step + 1), sequences of max_seq_len tokens, batch_size of them
-// per micro-batch; 0 keeps the previous phase's. The steps before the first entry are the run's first
-// phase: data.max_seq_len and train.batch_size.
+// per micro-batch; one left out keeps the previous phase's. The steps before the first entry are the
+// run's first phase: data.max_seq_len and train.batch_size. The phases' rules and everything they
+// decide are train/length_phases.h's.
 struct PhaseConfig {
   int64_t from_step = 0;
-  int64_t max_seq_len = 0;
-  int64_t batch_size = 0;
+  std::optional<int64_t> max_seq_len;
+  std::optional<int64_t> batch_size;
 };
 
 struct TrainConfig {
@@ -180,17 +185,21 @@ struct Config {
 };
 
 // Loads a YAML file (missing sections and keys keep their defaults), applies `section.key=value`
-// overrides in order, then validates. Throws roformer::Error naming the offending key.
+// overrides in order, then checks the table (check_table: types, ranges, choices). The rules across
+// keys are the components' (a run's config checks them all: train/run_config.h). Throws
+// roformer::Error naming the offending key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // The same from YAML text (tests, checkpoints).
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
                     const std::string& origin = "<string>");
 // Applies one `section.key=value` override; the value is parsed as YAML (so `[a, b]` is a list).
 void apply_override(Config& config, const std::string& assignment);
-// Range and cross-field checks. Throws roformer::Error naming the key.
-void validate(const Config& config);
-// The model section's share of validate: what model::RoFormerForMaskedLM checks before it builds.
-void validate_model(const ModelConfig& model);
+// Every field of `section` ("": all) within its range and choices: a config built in code is held to
+// what the YAML loader enforces.
+void check_table(const Config& config, const std::string& section = "");
+// A config that breaks a rule: throws roformer::Error "invalid config: MSG". Each component's rules
+// (train/run_config.h lists them) name the key to change.
+[[noreturn]] void invalid(const std::string& msg);
 
 // The resolved config as YAML (round-trips through parse_config).
 std::string to_yaml(const Config& config);
@@ -203,6 +212,16 @@ std::vector<std::string> all_keys();
 // HParams).
 using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;  // train.phases: its YAML text
 std::vector<std::pair<std::string, ConfigValue>> values(const Config& config);
+
+// What a resumed run may change, a column of the config table (checkpoint/resume_policy.h sorts a
+// resume's changes by it).
+enum class Resume {
+  kExact,   // changes neither the model nor the data order: the run still continues exactly
+  kRescue,  // allowed, to rescue a diverged run: it is then no longer an exact continuation
+  kRefuse,  // changes the model or the data
+};
+// The column of "section.key" (an unknown key: kRefuse).
+Resume resume_of(const std::string& key);
 
 // One key whose value differs between two configs, as YAML text (the field table's rendering).
 struct ConfigChange {
@@ -226,37 +245,9 @@ inline Precision autocast_precision(const Config& c) {
   return c.train.param_dtype == ParamDtype::kBf16 ? Precision::kFp32 : c.train.precision;
 }
 
-// One phase of a run resolved: optimizer steps [first_step, end_step) (0-based) at sequences of
-// max_seq_len tokens, batch_size per micro-batch. The first is data.max_seq_len and train.batch_size
-// from step 0; train.phases adds the others; the last ends at train.steps.
-struct Phase {
-  int64_t first_step = 0;
-  int64_t end_step = 0;
-  int64_t max_seq_len = 0;
-  int64_t batch_size = 0;
-};
-std::vector<Phase> run_phases(const Config& c);
-// The index into run_phases of the phase that trains optimizer step `step` (0-based).
-size_t phase_at(const Config& c, int64_t step);
-// The sequence length evaluation runs at: eval.max_seq_len, or (0) the last phase's.
-int64_t eval_seq_len(const Config& c);
-
 // The head dimension and effective embedding size implied by the model section.
 inline int64_t head_dim(const ModelConfig& m) { return m.hidden_size / m.num_heads; }
 inline int64_t effective_embedding_size(const ModelConfig& m) {
   return m.embedding_size > 0 ? m.embedding_size : m.hidden_size;
 }
-// The distance from which disentangled attention's relative distances share the outermost bucket.
-inline int64_t effective_max_relative_positions(const ModelConfig& m) {
-  return m.max_relative_positions > 0 ? m.max_relative_positions : m.max_position_embeddings;
-}
-// The model section with the sizes a 0 leaves to another key resolved (embedding_size: H;
-// max_relative_positions, which only disentangled attention reads: max_position_embeddings), so
-// that two sections describing the same model compare equal.
-inline ModelConfig with_effective_sizes(ModelConfig m) {
-  m.embedding_size = effective_embedding_size(m);
-  if (m.position == Position::kDisentangled) m.max_relative_positions = effective_max_relative_positions(m);
-  return m;
-}
-
 }  // namespace roformer::config

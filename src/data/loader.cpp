@@ -70,7 +70,7 @@ class SequenceBuilder {
     if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size)
       throw Error("loader rank " + std::to_string(options.rank) + " is not in [0, world size " +
                   std::to_string(options.world_size) + ")");
-    if (options.max_seq_len < 3) throw Error("data.max_seq_len must be at least 3 ([CLS] token [SEP])");
+    if (options.max_seq_len < 3) throw Error(options.max_seq_len_key + " must be at least 3 ([CLS] token [SEP])");
     if (options.packing != "full" && options.packing != "document")
       throw Error("data.packing must be full or document, got " + options.packing);
     if (!(m.mask_prob > 0 && m.mask_prob <= 1)) throw Error("masking.mask_prob must be in (0, 1]");
@@ -85,8 +85,8 @@ class SequenceBuilder {
       num_sequences_ = (corpus_->num_tokens() + corpus_->num_documents()) / content_;
       if (num_sequences_ == 0)
         throw Error("the prepared corpus in " + corpus_->dir() + " has " + std::to_string(corpus_->num_tokens()) +
-                    " tokens, fewer than one sequence of data.max_seq_len=" + std::to_string(options.max_seq_len) +
-                    "; lower data.max_seq_len or add text");
+                    " tokens, fewer than one sequence of " + options.max_seq_len_key + "=" +
+                    std::to_string(options.max_seq_len) + "; lower " + options.max_seq_len_key + " or add text");
     } else {
       doc_seq_start_.resize(static_cast<size_t>(corpus_->num_documents()) + 1, 0);
       for (int64_t j = 0; j < corpus_->num_documents(); ++j)
@@ -243,6 +243,28 @@ class SequenceBuilder {
   std::vector<int64_t> doc_seq_start_;  // (D + 1,) first sequence of each document (document packing)
 };
 
+void validate_masking(const config::MaskingConfig& k) {
+  if (k.mask_token_rate + k.random_token_rate > 1.0 + 1e-12)
+    config::invalid(fmt::format("masking.mask_token_rate + masking.random_token_rate = {} must be <= 1",
+                                k.mask_token_rate + k.random_token_rate));
+}
+
+void validate_masking_shape(const config::MaskingConfig& k, int64_t seq_len, int64_t batch_size,
+                            const std::string& batch_key) {
+  // A setting that predicts nothing trains on a loss of 0 and reports metrics over no predictions.
+  // A sequence has at most max_seq_len - 2 positions to predict ([CLS] and [SEP] never are).
+  const double maskable = static_cast<double>(seq_len - 2);
+  if (k.exact_count && std::llround(k.mask_prob * maskable) < 1)
+    config::invalid(fmt::format("masking.mask_prob {} chooses round({} x {}) = 0 positions of a sequence "
+                                "(masking.exact_count): nothing would be predicted; raise masking.mask_prob to at least "
+                                "{:.3g}", k.mask_prob, k.mask_prob, seq_len - 2, 0.5 / maskable));
+  if (k.mask_prob * maskable * static_cast<double>(batch_size) < 0.5)
+    config::invalid(fmt::format("masking.mask_prob {} predicts {:.2g} positions in a micro-batch of {} x {} tokens on "
+                                "average: most micro-batches would predict nothing; raise masking.mask_prob (or {})",
+                                k.mask_prob, k.mask_prob * maskable * static_cast<double>(batch_size), batch_size,
+                                seq_len, batch_key));
+}
+
 LoaderOptions loader_options_from_config(const config::Config& config, int64_t batch_size) {
   LoaderOptions o;
   o.batch_size = batch_size;
@@ -377,7 +399,8 @@ void MlmLoader::restore(const LoaderState& state) {
   if (state.epoch < 0 || state.position < 0 || state.position >= builder_->num_sequences())
     throw Error("loader state (epoch " + std::to_string(state.epoch) + ", position " + std::to_string(state.position) +
                 ") does not fit this corpus (" + std::to_string(builder_->num_sequences()) +
-                " sequences an epoch): was the checkpoint made with other data or data.max_seq_len?");
+                " sequences an epoch): was the checkpoint made with other data or another " + options_.max_seq_len_key +
+                "?");
   stop_workers();
   start_sequence_ = state.epoch * builder_->num_sequences() + state.position;
   delivered_ = 0;

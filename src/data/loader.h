@@ -32,6 +32,7 @@ namespace roformer::data {
 struct LoaderOptions {
   int64_t batch_size = 32;       // B, sequences per batch
   int64_t max_seq_len = 512;     // T, including [CLS] and [SEP]
+  std::string max_seq_len_key = "data.max_seq_len";  // the key that set it (a length phase's), for messages
   std::string packing = "full";  // full | document
   int64_t seed = 0;
   int64_t num_workers = 2;       // background builders; 0 builds synchronously in next()
@@ -48,6 +49,15 @@ struct LoaderOptions {
 // batch_size is the micro-batch; the rest comes from data.*, masking.* and train.seed. pin_memory is
 // false: the caller sets it once the device is chosen and bound (core::select_device).
 LoaderOptions loader_options_from_config(const config::Config& config, int64_t batch_size /*micro-batch*/);
+
+// masking.*'s rules (train/run_config.h): the replacement rates within 1. Throws roformer::Error
+// naming the keys.
+void validate_masking(const config::MaskingConfig& masking);
+// That masking predicts something in a sequence of seq_len tokens (with masking.exact_count) and, on
+// average, in a micro-batch of batch_size of them; batch_key: the key that set batch_size (a length
+// phase's, train/length_phases.h).
+void validate_masking_shape(const config::MaskingConfig& masking, int64_t seq_len, int64_t batch_size,
+                            const std::string& batch_key);
 
 // The evaluation's options: as above, but masked by the fixed evaluation protocol whatever masking.*
 // trains with (eval.mask_prob of the pieces, exactly that many per sequence, 80% [MASK] / 10% random /

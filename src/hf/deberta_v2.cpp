@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/json_read.h"
 #include "hf/family.h"
+#include "model/disentangled.h"
 #include "model/options.h"
 
 namespace roformer::hf {
@@ -53,7 +54,7 @@ class DebertaV2 final : public Family {
     config["type_vocab_size"] = m.type_vocab_size;
     config["relative_attention"] = true;
     config["position_buckets"] = m.position_buckets;  // 0: exact distances (HF: buckets only when > 0)
-    config["max_relative_positions"] = config::effective_max_relative_positions(m);
+    config["max_relative_positions"] = model::effective_max_relative_positions(m);
     config["pos_att_type"] = terms;
     config["share_att_key"] = m.share_att_key;
     config["position_biased_input"] = m.position_biased_input;

@@ -1,6 +1,7 @@
 // Records to and from JSON through their field lists; see records.h.
 #include "metrics/records.h"
 
+#include <cmath>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +18,7 @@ json record_json(const Record& r) {
   json out = json::object();
   Record::visit(r, [&](const Field& f, const auto& value) {
     using T = std::decay_t<decltype(value)>;
-    if constexpr (std::is_same_v<T, std::optional<double>>) {
+    if constexpr (std::is_same_v<T, std::optional<double>> || std::is_same_v<T, std::optional<int64_t>>) {
       if (value) out[f.key] = *value;
     } else {
       out[f.key] = value;
@@ -40,6 +41,8 @@ Record record_from(const core::JsonReader& j) {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, std::optional<double>>) {
       if (j.has(f.key)) value = j.number(f.key);
+    } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {  // records before 0.1.0's issue 55: 2.0
+      if (j.has(f.key)) value = std::llround(j.number(f.key));
     } else if constexpr (std::is_same_v<T, int64_t>) {
       value = j.integer(f.key, value);
     } else {

@@ -49,7 +49,7 @@ struct TrainRecord {
   std::optional<double> mfu;            // CUDA with a known peak (model/flops.h)
   std::optional<double> loss_scale;     // fp16's dynamic loss scale
   int64_t seq_len = 0;                  // tokens per sequence of the logging step (0 in older records)
-  std::optional<double> phase;          // its length phase, 1-based (runs with train.phases only)
+  std::optional<int64_t> phase;         // its length phase, 1-based (runs with train.phases only)
 
   // For the console, not recorded: the window's size and the time left.
   int64_t window_steps = 0;

@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "model/absolute.h"
 #include "model/layers.h"
 #include "model/options.h"
@@ -19,7 +21,7 @@ namespace roformer::model {
 namespace F = torch::nn::functional;
 
 int64_t relative_span(const config::ModelConfig& m) {
-  return m.position_buckets > 0 ? m.position_buckets : config::effective_max_relative_positions(m);
+  return m.position_buckets > 0 ? m.position_buckets : effective_max_relative_positions(m);
 }
 
 torch::Tensor log_bucket_positions(const torch::Tensor& distance, int64_t buckets, int64_t max_relative) {
@@ -42,7 +44,7 @@ torch::Tensor relative_rows_by_distance(int64_t seq_len, const config::ModelConf
   const int64_t T = seq_len, S = relative_span(m);
   auto distance = torch::arange(-(T - 1), T, torch::kLong);  // (2T - 1): i - j
   auto bucket = m.position_buckets > 0
-                    ? log_bucket_positions(distance, m.position_buckets, config::effective_max_relative_positions(m))
+                    ? log_bucket_positions(distance, m.position_buckets, effective_max_relative_positions(m))
                     : distance;
   return torch::clamp(bucket + S, 0, 2 * S - 1);  // delta, HF's c2p_pos
 }
@@ -70,7 +72,7 @@ RelativeIndex relative_index(int64_t seq_len, const config::ModelConfig& m, cons
   auto distance = torch::arange(T, on).unsqueeze(1) - torch::arange(T, on).unsqueeze(0);  // (T, T): i - j
   const int64_t S = relative_span(m);
   auto bucket = m.position_buckets > 0
-                    ? log_bucket_positions(distance, m.position_buckets, config::effective_max_relative_positions(m))
+                    ? log_bucket_positions(distance, m.position_buckets, effective_max_relative_positions(m))
                     : distance;
   r.index = torch::clamp(bucket + S, 0, 2 * S - 1) - r.first_row;  // (T, T) delta(i, j) - first_row
   return r;
@@ -240,7 +242,7 @@ class DisentangledPositions final : public PositionScheme {
     const auto& m = options_.model();
     std::string out = "disentangled positions (" + config::to_string(m.pos_att_type) + ", ";
     out += m.position_buckets > 0 ? std::to_string(m.position_buckets) + " buckets"
-                                  : "distances to " + std::to_string(config::effective_max_relative_positions(m));
+                                  : "distances to " + std::to_string(effective_max_relative_positions(m));
     if (m.position_biased_input) out += ", absolute input positions";
     if (m.enhanced_mask_decoder) out += ", enhanced mask decoder";
     return out + ")";
@@ -262,5 +264,52 @@ class DisentangledPositions final : public PositionScheme {
 std::shared_ptr<PositionScheme> make_disentangled_positions(const RoFormerOptions& options) {
   return std::make_shared<DisentangledPositions>(options);
 }
+
+namespace {
+
+// This scheme's keys, in the config table's order: set to anything but their defaults, they need
+// model.position: disentangled.
+bool is_disentangled_key(const std::string& key) {
+  for (const char* own : {"model.position_buckets", "model.max_relative_positions", "model.pos_att_type",
+                          "model.share_att_key", "model.position_biased_input", "model.enhanced_mask_decoder"})
+    if (key == own) return true;
+  return false;
+}
+
+}  // namespace
+
+void validate_disentangled_keys(const config::ModelConfig& m, bool chosen) {
+  if (!chosen) {
+    config::Config given;
+    given.model = m;
+    for (const auto& change : config::diff(config::Config(), given))
+      if (is_disentangled_key(change.key))
+        config::invalid(fmt::format("{} = {} applies to model.position: disentangled only (got {}); remove it or set "
+                                    "model.position: disentangled", change.key, change.after,
+                                    config::to_string(m.position)));
+    return;
+  }
+  if (m.attention == config::Attention::kLinear)
+    config::invalid("model.attention: linear has no disentangled form (the relative scores need the full score "
+                    "matrix); use model.attention: softmax with model.position: disentangled");
+  // DeBERTa's decoder brings in the absolute positions the input lacks; the original code
+  // (EnhancedMaskDecoder) skips it when the input has them (position_biased_input).
+  if (m.enhanced_mask_decoder && m.position_biased_input)
+    config::invalid("model.enhanced_mask_decoder adds the absolute positions that the input embeddings lack, but "
+                    "model.position_biased_input: true already adds them there (DeBERTa's decoder is skipped then); "
+                    "set one of the two to false");
+  // HF make_log_bucket_position: distances from buckets/2 on are log(d / mid) / log((max - 1) / mid), so
+  // max_relative_positions - 1 must exceed mid = buckets/2.
+  const int64_t buckets = m.position_buckets, max_relative = effective_max_relative_positions(m);
+  if (buckets == 1) config::invalid("model.position_buckets must be 0 (exact distances) or at least 2 (got 1)");
+  if (buckets > 0 && buckets / 2 >= max_relative - 1)
+    config::invalid(fmt::format(
+        "model.position_buckets ({}) needs model.max_relative_positions above {} (got {}{}): distances up to "
+        "position_buckets/2 are exact and the log buckets reach from there to max_relative_positions; lower "
+        "model.position_buckets (DeBERTa-v3 uses half of max_relative_positions) or set it to 0 for exact distances",
+        buckets, buckets / 2 + 1, max_relative, m.max_relative_positions > 0 ? "" : ", from model.max_position_embeddings"));
+}
+
+void resolve_disentangled_sizes(config::ModelConfig& m) { m.max_relative_positions = effective_max_relative_positions(m); }
 
 }  // namespace roformer::model

@@ -30,6 +30,11 @@ namespace roformer::model {
 class PositionScheme;
 struct RoFormerOptions;
 
+// The distance from which relative distances share the outermost bucket: model.max_relative_positions,
+// or (0) model.max_position_embeddings.
+inline int64_t effective_max_relative_positions(const config::ModelConfig& m) {
+  return m.max_relative_positions > 0 ? m.max_relative_positions : m.max_position_embeddings;
+}
 // S: the relative table holds 2S rows (Hugging Face's pos_ebd_size, att_span).
 int64_t relative_span(const config::ModelConfig& m);
 
@@ -60,5 +65,11 @@ torch::Tensor disentangled_scores(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& pos_query, const torch::Tensor& index, double scale);
 
 std::shared_ptr<PositionScheme> make_disentangled_positions(const RoFormerOptions& options);
+// The rules of disentangled attention's keys (position_buckets, max_relative_positions, pos_att_type,
+// share_att_key, position_biased_input, enhanced_mask_decoder), `chosen` when model.position is
+// disentangled: elsewhere any of them set is refused (it would be silently ignored).
+void validate_disentangled_keys(const config::ModelConfig& model, bool chosen);
+// max_relative_positions 0 resolved to what it means (position.h with_effective_sizes).
+void resolve_disentangled_sizes(config::ModelConfig& model);
 
 }  // namespace roformer::model

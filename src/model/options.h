@@ -13,6 +13,12 @@
 
 namespace roformer::model {
 
+// The model section's rules, checked before a model is built (and in a run's config:
+// train/run_config.h): its fields within the table's ranges, the shapes the layers need, and each
+// position scheme's own keys (validate_position_keys, position.h). Throws roformer::Error naming the
+// key to change.
+void validate_model_config(const config::ModelConfig& model);
+
 struct RoFormerOptions {
   // `model.vocab_size` 0 (taken from the tokenizer) is replaced by vocab_size, the rows of the word
   // embedding and of the tied MLM decoder.

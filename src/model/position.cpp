@@ -55,14 +55,48 @@ double PositionScheme::flops_per_layer(int64_t, int64_t) const { return 0.0; }
 
 double PositionScheme::activations_per_token(int64_t) const { return 0.0; }
 
+namespace {
+
+// One scheme: its model.position, how it is built, and its keys' rules and resolved sizes (nullptr:
+// it has no keys of its own). model.position: none is the base class.
+struct SchemeRow {
+  config::Position position;
+  std::shared_ptr<PositionScheme> (*make)(const RoFormerOptions& options);
+  void (*validate_keys)(const config::ModelConfig& model, bool chosen);  // chosen: model.position is this one
+  void (*resolve_sizes)(config::ModelConfig& model);
+};
+
+std::shared_ptr<PositionScheme> make_no_positions(const RoFormerOptions&) { return std::make_shared<PositionScheme>(); }
+
+const std::vector<SchemeRow> kSchemes = {
+    {config::Position::kRotary, make_rotary_positions, validate_rotary_keys, nullptr},
+    {config::Position::kAbsolute, make_absolute_positions, nullptr, nullptr},
+    {config::Position::kDisentangled, make_disentangled_positions, validate_disentangled_keys,
+     resolve_disentangled_sizes},
+    {config::Position::kNone, make_no_positions, nullptr, nullptr},
+};
+
+const SchemeRow& scheme_row(config::Position position) {
+  for (const auto& row : kSchemes)
+    if (row.position == position) return row;
+  return kSchemes.back();  // unreachable: every model.position has its row
+}
+
+}  // namespace
+
 std::shared_ptr<PositionScheme> make_position_scheme(const RoFormerOptions& options) {
-  switch (options.model().position) {
-    case config::Position::kRotary: return make_rotary_positions(options);
-    case config::Position::kAbsolute: return make_absolute_positions(options);
-    case config::Position::kDisentangled: return make_disentangled_positions(options);
-    case config::Position::kNone: break;
-  }
-  return std::make_shared<PositionScheme>();  // none: nothing enters
+  return scheme_row(options.model().position).make(options);
+}
+
+void validate_position_keys(const config::ModelConfig& model) {
+  for (const auto& row : kSchemes)
+    if (row.validate_keys) row.validate_keys(model, row.position == model.position);
+}
+
+config::ModelConfig with_effective_sizes(config::ModelConfig model) {
+  model.embedding_size = config::effective_embedding_size(model);
+  if (const auto resolve = scheme_row(model.position).resolve_sizes) resolve(model);
+  return model;
 }
 
 InitChange init_change(const config::ModelConfig& m, const std::string& key) {

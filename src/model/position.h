@@ -15,9 +15,10 @@
 //     its keys set (model/size.h, so that the commands refuse a huge table before allocating it).
 // Schemes: rotary (model/rotary.h), absolute (model/absolute.h), disentangled
 // (model/disentangled.h); none is this base class (nothing enters). A new scheme is its own file
-// (the math, the scheme, make_<name>_positions), a case in make_position_scheme (position.cpp) and
-// its enum value, keys and checks in core/config; its Hugging Face family, if it has one, is a file
-// in src/hf/.
+// (the math, the scheme, make_<name>_positions, validate_<name>_keys: the rules of its keys), a row
+// of kSchemes (position.cpp), and its enum value and keys as rows of the config table
+// (core/config.{h,cpp}: their types, defaults and ranges); its Hugging Face family, if it has one, is
+// a file in src/hf/.
 // Dimensions: B batch, T sequence, H hidden, E embedding, N heads, D head dim.
 #pragma once
 
@@ -29,6 +30,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/config.h"
 
 namespace roformer::model {
 
@@ -129,5 +132,15 @@ class PositionScheme {
 
 // The scheme of options.model().position (cheap: nothing is allocated until a module registers).
 std::shared_ptr<PositionScheme> make_position_scheme(const RoFormerOptions& options);
+
+// Every scheme's rules of its own keys, whatever model.position is: a key set for another scheme is
+// refused (it would be silently ignored), and the chosen scheme's keys are checked together with the
+// rest of the model section. Throws roformer::Error naming the key.
+void validate_position_keys(const config::ModelConfig& model);
+
+// The model section with the sizes a 0 leaves to another key resolved (embedding_size: H; the chosen
+// scheme's own, such as disentangled attention's max_relative_positions), so that two sections
+// describing the same model compare equal.
+config::ModelConfig with_effective_sizes(config::ModelConfig model);
 
 }  // namespace roformer::model

@@ -39,7 +39,7 @@ void check_token_ids(const torch::Tensor& input_ids, int64_t vocab_size) {
 }
 
 RoFormerForMaskedLMImpl::RoFormerForMaskedLMImpl(const RoFormerOptions& options) : options_(options) {
-  config::validate_model(options_.model());  // the checks the config loader makes, for options built in code
+  validate_model_config(options_.model());  // the model section's rules, for options built in code too
   const int64_t V = options_.model().vocab_size;
   if (V <= 0) throw Error("invalid model options: vocab_size must be > 0 (got " + std::to_string(V) + ")");
   if (options_.pad_token_id() < 0 || options_.pad_token_id() >= V)

@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kernels/rotary.h"
 #include "model/kernel_policy.h"
 #include "model/options.h"
@@ -212,6 +214,14 @@ class RotaryPositions final : public PositionScheme {
 
 std::shared_ptr<PositionScheme> make_rotary_positions(const RoFormerOptions& options) {
   return std::make_shared<RotaryPositions>(options);
+}
+
+void validate_rotary_keys(const config::ModelConfig& m, bool chosen) {
+  if (m.attention == config::Attention::kLinear && m.rotary_value)
+    config::invalid("model.rotary_value is only supported with model.attention: softmax");
+  if (!chosen && m.rotary_value)
+    config::invalid("model.rotary_value needs model.position: rotary (got " + config::to_string(m.position) +
+                    "); set model.rotary_value: false");
 }
 
 }  // namespace roformer::model

@@ -19,6 +19,8 @@
 #include <memory>
 #include <utility>
 
+#include "core/config.h"
+
 namespace roformer::model {
 
 class PositionScheme;
@@ -62,5 +64,8 @@ torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tenso
 torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
 
 std::shared_ptr<PositionScheme> make_rotary_positions(const RoFormerOptions& options);
+// The rules of rotary's keys (model.rotary_value; model.rotary_base any positive value), `chosen`
+// when model.position is rotary (position.h validate_position_keys).
+void validate_rotary_keys(const config::ModelConfig& model, bool chosen);
 
 }  // namespace roformer::model

@@ -22,6 +22,7 @@
 #include "checkpoint/loader.h"
 #include "eval/evaluate.h"
 #include "metrics/records.h"
+#include "train/length_phases.h"
 
 namespace roformer::tools {
 namespace fs = std::filesystem;
@@ -96,7 +97,7 @@ void check_run_valid_files(const std::vector<std::string>& files) {
 // The length to evaluate at: --seq-len, or the run's own evaluation length (eval.max_seq_len; 0:
 // the length training ended with, train.phases' last).
 int64_t eval_length(const EvalRequest& req, const checkpoint::LoadedCheckpoint& ck) {
-  return req.seq_len != 0 ? checked_seq_len(req.seq_len, ck.model->positions()) : config::eval_seq_len(ck.config);
+  return req.seq_len != 0 ? checked_seq_len(req.seq_len, ck.model->positions()) : train::eval_seq_len(ck.config);
 }
 
 }  // namespace
@@ -105,7 +106,7 @@ void run_eval(const EvalRequest& req) {
   const torch::Device device = core::select_device(req.device, "--device");
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   config::Config cfg = ck.config;
-  const int64_t trained_len = config::run_phases(ck.config).back().max_seq_len;  // train.phases' last
+  const int64_t trained_len = train::resolve_length_phases(ck.config).back().max_seq_len;  // train.phases' last
   cfg.data.max_seq_len = eval_length(req, ck);  // checked before any data is read
   std::vector<std::string> files = req.data.empty() ? ck.config.data.valid_files : req.data;
   if (files.empty())

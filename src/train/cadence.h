@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "train/length_phases.h"
 
 namespace roformer::train {
 
@@ -16,12 +17,10 @@ struct Cadence {
   int64_t log_every = 0;   // logging.every
   int64_t eval_every = 0;  // eval.every (0: at the end only)
   int64_t save_every = 0;  // checkpoint.every (0: at the end only)
-  std::vector<int64_t> phase_ends;  // the last step of each length phase but the last (train.phases' from_step)
+  std::vector<int64_t> phase_ends;  // the last step of each length phase but the last (LengthPhases::boundaries)
 
   static Cadence from(const config::Config& c) {
-    Cadence cadence{c.train.steps, c.logging.every, c.eval.every, c.checkpoint.every, {}};
-    for (const config::PhaseConfig& p : c.train.phases) cadence.phase_ends.push_back(p.from_step);
-    return cadence;
+    return {c.train.steps, c.logging.every, c.eval.every, c.checkpoint.every, LengthPhases(c).boundaries()};
   }
   // Every logging.every steps, the last step, and each length phase's last step: a record's window
   // (its means, tokens/s) never spans two phases.

@@ -18,6 +18,7 @@
 #include "data/tokenizer.h"
 #include "hf/family.h"
 #include "model/init_change.h"
+#include "model/position.h"
 #include "model/roformer.h"
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
@@ -149,7 +150,7 @@ void check_init_architecture(InitSource& source, const config::Config& config, b
   // A source recording a model that cannot be (0 layers, a head size that does not divide): its
   // values are no advice for the config.
   try {
-    config::validate_model(source.architecture);
+    model::validate_model_config(source.architecture);
   } catch (const Error& e) {
     throw Error(fmt::format("--init-from {}: the model it records is not a valid one ({}); the {} is damaged or was "
                             "edited: start from another export or checkpoint", source.dir, e.what(), source.kind));
@@ -159,8 +160,8 @@ void check_init_architecture(InitSource& source, const config::Config& config, b
   const std::set<std::string> new_runs_choice = {"model.vocab_size", "model.hidden_dropout", "model.attention_dropout",
                                                  "model.initializer_range", "model.gradient_checkpointing"};
   config::Config ours, theirs;
-  ours.model = config::with_effective_sizes(config.model);  // a 0 that means another key's value
-  theirs.model = config::with_effective_sizes(source.architecture);
+  ours.model = model::with_effective_sizes(config.model);  // a 0 that means another key's value
+  theirs.model = model::with_effective_sizes(source.architecture);
   source.extended.clear();
   source.copied_position_rows = 0;
   const bool same_scheme = config.model.position == source.architecture.position;  // else model.position differs

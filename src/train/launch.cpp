@@ -28,6 +28,7 @@
 #include "dist/env.h"
 #include "train/init_from.h"
 #include "train/launch.h"
+#include "train/length_phases.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
 #include "train/training_run.h"
@@ -99,7 +100,8 @@ void adopt_checkpoint_config(const TrainRequest& request, const checkpoint::Chec
   const bool cuda = core::resolve_device(l.cfg.train.device, "train.device").is_cuda();
   config::resolve_param_dtype(l.cfg, cuda);
   config::resolve_param_dtype(saved, cuda);
-  checkpoint::check_resume_changes(saved, l.cfg, from.dir);  // refuses model or data changes
+  // refuses model or data changes; the first length phase's keys may change once no step uses them
+  checkpoint::check_resume_changes(saved, l.cfg, from.dir, keys_unused_from(l.cfg, from.state.step));
 }
 
 // A resumed run with another train.steps (or schedule) goes on from the learning rate the new
@@ -198,7 +200,8 @@ Plan plan_run(const TrainRequest& request, std::optional<checkpoint::RunDirLock>
   if (!start.resume.empty()) {
     plan.resume = l.named && l.named->dir == start.resume ? std::move(*l.named)
                                                           : checkpoint::read_checkpoint_meta(start.resume);
-    checkpoint::check_resumable(*plan.resume);
+    const LengthPhases phases(plan.resume->config);  // the checkpoint's
+    checkpoint::check_resumable(*plan.resume, [&](int64_t step) { return phases.phase_of(step); });
     adopt_checkpoint_config(request, *plan.resume, l);
   }
   l.cfg.train.run_dir = l.run_dir;

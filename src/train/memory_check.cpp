@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/options.h"
 #include "model/size.h"
+#include "train/length_phases.h"
 
 namespace roformer::train {
 
@@ -24,7 +25,7 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
   e.buffer_bytes = size.buffer_bytes();
   const double value_bytes = c.train.precision == config::Precision::kFp32 ? 4 : 2;
   const auto scheme = model::make_position_scheme(options);
-  const auto phases = config::run_phases(c);
+  const auto phases = resolve_length_phases(c);
   std::string batch_key = "train.batch_size";
   for (size_t i = 0; i < phases.size(); ++i) {  // the length phase whose micro-batch needs most
     const double T = static_cast<double>(phases[i].max_seq_len), B = static_cast<double>(phases[i].batch_size);
@@ -35,7 +36,7 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
     e.activation_bytes = bytes;
     e.batch_size = phases[i].batch_size;
     e.seq_len = phases[i].max_seq_len;
-    batch_key = i == 0 ? "train.batch_size" : fmt::format("train.phases[{}].batch_size", i - 1);
+    batch_key = phases[i].batch_key;
   }
   e.largest_key = e.activation_bytes > e.parameter_bytes + e.buffer_bytes ? batch_key
                                                                           : size.largest_key(bytes_per_parameter);

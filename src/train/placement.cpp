@@ -16,6 +16,25 @@
 
 namespace roformer::train {
 
+void validate_placement(const config::Config& c) {
+  const auto& dev = c.train.device;
+  if (!(dev == "auto" || dev == "cpu" || dev == "cuda" || dev.rfind("cuda:", 0) == 0))
+    config::invalid(fmt::format("train.device = '{}': use auto, cpu, cuda or cuda:N", dev));
+  if (dev == "cpu" && c.train.precision == config::Precision::kFp16)
+    config::invalid("train.precision fp16 needs CUDA; use fp32 or bf16 with train.device: cpu");
+  if (c.train.param_dtype == config::ParamDtype::kBf16 && c.train.precision != config::Precision::kBf16)
+    config::invalid(fmt::format("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is {}); "
+                                "set train.precision: bf16, or train.param_dtype: fp32",
+                                config::to_string(c.train.precision)));
+  if (c.train.run_dir.empty()) config::invalid("train.run_dir must not be empty");
+  if (c.distributed.backend == "nccl" && dev == "cpu")
+    config::invalid("distributed.backend nccl needs CUDA but train.device is cpu; use distributed.backend: gloo (or "
+                    "auto)");
+  if (c.distributed.backend == "gloo" && dev.rfind("cuda", 0) == 0)
+    config::invalid(fmt::format("distributed.backend gloo is for CPU training but train.device is {}; use "
+                                "distributed.backend: nccl (or auto)", dev));
+}
+
 Placement::Placement(config::Config& cfg, const dist::DistEnv& env, bool one_rank_backend) : env_(env) {
   device_ = core::resolve_device(cfg.train.device, "train.device");
   config::resolve_param_dtype(cfg, device_.is_cuda());  // before config.yaml is written

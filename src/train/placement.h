@@ -16,6 +16,11 @@ class ProcessGroup;
 
 namespace roformer::train {
 
+// train.device, train.precision, train.param_dtype, train.run_dir and distributed.backend together
+// (train/run_config.h): a device that exists by name, a precision and a backend it runs. Throws
+// roformer::Error naming the key to change.
+void validate_placement(const config::Config& c);
+
 class Placement {
  public:
   // Resolves train.device (a rank of a data-parallel run takes cuda:LOCAL_RANK) and makes it the

@@ -45,7 +45,7 @@ void ConsoleSink::clear() { line_.clear(); }
 
 void ConsoleSink::write(const metrics::TrainRecord& r) {
   clear();
-  const std::string phase = r.phase ? fmt::format(" | phase {} (seq {})", static_cast<int64_t>(*r.phase), r.seq_len)
+  const std::string phase = r.phase ? fmt::format(" | phase {} (seq {})", *r.phase, r.seq_len)
                                     : std::string();
   spdlog::info("step {}/{} | mean of {} step{}: loss {:.4f} acc {:.4f} | lr {:.3e} | grad norm {:.3f} | {} tok/s | "
                "{:.0f} ms/step{} | {} elapsed | ETA {}", r.step, total_, r.window_steps, r.window_steps == 1 ? "" : "s",

@@ -1,10 +1,14 @@
 // A run's config, checked whole: the table's checks (core/config.h: types, ranges, choices), then
 // the rules of each component, each in the component's own file (issue 52):
+//   the model and its position scheme   model::validate_model_config (model/options.h), which asks
+//                                       each scheme's file for its keys' rules (model/position.h)
+//   masking                             data::validate_masking (data/loader.h)
+//   the length phases, eval length      validate_length_phases (train/length_phases.h)
 //   the learning-rate schedule          validate_schedule (train/schedule.h)
-//   the rest, not yet moved             config::validate (core/config.cpp)
+//   device, precision, backend          validate_placement (train/placement.h)
 // `roformer train`, `roformer bench` and `roformer config print` load their configs here; a reader of
-// a checkpoint's config.yaml (checkpoint/meta.h) gets the table's checks, and the run that resumes
-// from it these rules again (train/launch.cpp).
+// a checkpoint's config.yaml (checkpoint/meta.h) gets the table's checks, the model it builds the
+// model's rules, and a run that resumes from it all of these again (train/launch.cpp).
 #pragma once
 
 #include <string>

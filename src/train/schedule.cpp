@@ -8,22 +8,15 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-
 namespace roformer::train {
-namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error("invalid config: " + msg); }
-
-}  // namespace
 
 void validate_schedule(const config::Config& c) {
   const config::ScheduleConfig& s = c.schedule;
   if (s.type != "wsd" && s.decay_fraction != config::ScheduleConfig().decay_fraction)
-    invalid(fmt::format("schedule.decay_fraction = {} applies to schedule.type: wsd only (got {}); remove it "
-                        "or set schedule.type: wsd", s.decay_fraction, s.type));
+    config::invalid(fmt::format("schedule.decay_fraction = {} applies to schedule.type: wsd only (got {}); remove "
+                                "it or set schedule.type: wsd", s.decay_fraction, s.type));
   if (s.min_lr > c.optimizer.lr)
-    invalid(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", s.min_lr, c.optimizer.lr));
+    config::invalid(fmt::format("schedule.min_lr ({}) must be <= optimizer.lr ({})", s.min_lr, c.optimizer.lr));
 }
 
 namespace {

@@ -79,8 +79,8 @@ void TrainingRun::log_step(const StepResult& r, MetricsWindow& window) {
   rec.data_wait_s = r.timings.data;
   if (step_->scaler().dynamic()) rec.loss_scale = step_->scaler().scale();
   rec.mfu = model_flops_utilization(static_cast<double>(r.n_pred), rec.ms_per_step);
-  rec.seq_len = phase().max_seq_len;
-  if (data_->phases().size() > 1) rec.phase = static_cast<double>(data_->phase() + 1);
+  rec.seq_len = phases_.now().max_seq_len;
+  if (phases_.phased()) rec.phase = static_cast<int64_t>(phases_.current()) + 1;
   last_train_ = rec;
   if (main_rank()) record(rec);
 }
@@ -131,7 +131,7 @@ std::optional<double> TrainingRun::model_flops_utilization(double n_pred, double
   const double peak_tflops = core::known_peak_tflops(core::device_name(device), plan_.cfg.train.precision);
   if (peak_tflops <= 0) return std::nullopt;
   const double flops = model::mlm_train_flops_per_step(step_->model()->options(), global_batch(),
-                                                       phase().max_seq_len, std::llround(n_pred));
+                                                       phases_.now().max_seq_len, std::llround(n_pred));
   return model::model_flops_utilization(flops, ms_per_step / 1000.0, peak_tflops, world_size());
 }
 
@@ -161,11 +161,11 @@ metrics::RunSummary TrainingRun::summary(const MetricsWindow& window) const {
   const core::PeakMemory memory = core::peak_memory(placement_.device());
   s.peak_memory_bytes = memory.bytes;
   s.peak_memory_kind = memory.kind;
-  if (session.steps > 0 && phase_figures_.size() <= 1) {  // one shape: MFU of its mean step
+  if (session.steps > 0 && phases_.figures().size() <= 1) {  // one shape: MFU of its mean step
     const double steps = static_cast<double>(session.steps);
     s.mfu = model_flops_utilization(static_cast<double>(session.n_pred) / steps, 1000.0 * session.seconds / steps);
   }
-  if (data_->phases().size() > 1) s.phases = phase_figures_;
+  if (phases_.phased()) s.phases = phases_.figures();
   return s;
 }
 
@@ -201,17 +201,12 @@ void TrainingRun::run() {
     run_eval();  // step 0: the starting model, the figures `roformer eval` gives the source
   }
   enter_phase_of_next_step();
-  const size_t phase_count = data_->phases().size();
-  if (phase_count > 1) {
-    std::string plan;
-    const auto& phases = data_->phases();
-    for (size_t i = 0; i < phases.size(); ++i)
-      plan += fmt::format("{}steps {}-{}: {} x {}", i ? ", " : "", phases[i].first_step + 1, phases[i].end_step,
-                          phases[i].batch_size * cfg.train.grad_accum * world_size(), phases[i].max_seq_len);
-    spdlog::info("length phases (train.phases; sequences x tokens per step): {}", plan);
-  }
+  if (phases_.phased())
+    spdlog::info("length phases (train.phases; sequences x tokens per step): {}",
+                 phases_.describe(cfg.train.grad_accum * world_size()));
   spdlog::info("training {} steps from step {}{} | {}", cadence.total, step_->steps_done(),
-               phase_count > 1 ? fmt::format(" in length phase {} of {}", data_->phase() + 1, phase_count) : "",
+               phases_.phased() ? fmt::format(" in length phase {} of {}", phases_.current() + 1, phases_.all().size())
+                                : "",
                shape_description());
   install_stop_handlers();
   MetricsWindow window;
@@ -236,7 +231,7 @@ void TrainingRun::run() {
     const int64_t step = step_->steps_done();
     if (r.synced) last_synced = step;
     window.add({seconds, r.tokens, r.n_pred, r.synced, r.loss, r.accuracy, r.grad_norm});
-    count_phase_step(step, r.tokens, seconds);
+    phases_.count(step, r.tokens, seconds, global_batch());
     console_->update(window.live(step, cadence.total, step_->learning_rate(step - 1)));
     if (cadence.logs(step)) log_step(r, window);
     if (main_rank()) {

@@ -14,13 +14,13 @@
 #include "core/hash.h"
 #include "data/prepared_cache.h"
 #include "data/tokenizer_cache.h"
+#include "train/length_phases.h"
 
 namespace roformer::train {
 namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 
-TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank)
-    : phases_(config::run_phases(plan.cfg)) {
+TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
   const config::Config& cfg = plan.cfg;
   auto loader_opts = data::loader_options_from_config(cfg, cfg.train.batch_size);
   loader_opts.seed = cfg.train.seed;
@@ -33,7 +33,8 @@ TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank)
   loader_ = std::make_unique<data::MlmLoader>(train_corpus_, loader_opts);
   if (!cfg.data.valid_files.empty()) {
     auto eval_opts = data::eval_loader_options(cfg, cfg.eval.batch_size);
-    eval_opts.max_seq_len = config::eval_seq_len(cfg);  // eval.max_seq_len, or the length training ends with
+    eval_opts.max_seq_len = eval_seq_len(cfg);  // eval.max_seq_len, or the length training ends with
+    eval_opts.max_seq_len_key = cfg.eval.max_seq_len != 0 ? "eval.max_seq_len" : resolve_length_phases(cfg).back().seq_key;
     eval_opts.pin_memory = pin_memory;
     eval_batches_ = data::make_eval_batches(prepare(plan, cfg.data.valid_files, "valid"), eval_opts,
                                             cfg.eval.max_sequences, cfg.eval.batch_size, cfg.eval.seed);
@@ -54,32 +55,23 @@ void TrainingData::say_how_to_reuse(const Plan& plan) const {
                sets);
 }
 
-void TrainingData::enter_phase(size_t phase) {
-  if (phase == phase_) return;
-  if (phase >= phases_.size())
-    throw Error(fmt::format("phase {} of a run with {} (train.phases)", phase + 1, phases_.size()));
+void TrainingData::reshape(int64_t max_seq_len, int64_t batch_size, const std::string& seq_key) {
   data::LoaderOptions options = loader_options_;
-  options.max_seq_len = phases_[phase].max_seq_len;
-  options.batch_size = phases_[phase].batch_size;
-  loader_.reset();  // its workers stop before the next phase's start
+  options.max_seq_len = max_seq_len;
+  options.batch_size = batch_size;
+  options.max_seq_len_key = seq_key;
+  loader_.reset();  // its workers stop before the next loader's start
   loader_ = std::make_unique<data::MlmLoader>(train_corpus_, options);
-  phase_ = phase;
 }
 
 void TrainingData::save(checkpoint::TrainerState& state) const {
   const data::LoaderState position = loader_->state();
-  state.loader_phase = static_cast<int64_t>(phase_);
   state.loader_epoch = position.epoch;
   state.loader_position = position.position;
   state.tokenizer_fingerprint = tokenizer_->fingerprint();
 }
 
 void TrainingData::restore(const checkpoint::TrainerState& state) {
-  if (state.loader_phase >= static_cast<int64_t>(phases_.size()))
-    throw Error(fmt::format("the checkpoint's data position is in length phase {}, but the config has {} phase(s) "
-                            "(train.phases): resume with the config the run was trained with",
-                            state.loader_phase + 1, phases_.size()));
-  enter_phase(static_cast<size_t>(state.loader_phase));
   data::LoaderState position;
   position.epoch = state.loader_epoch;
   position.position = state.loader_position;

@@ -26,13 +26,10 @@ class TrainingData : public BatchSource {
   // them there). Throws roformer::Error for missing or unusable inputs, naming the config key.
   TrainingData(const Plan& plan, bool pin_memory, bool main_rank);
 
-  // The run's phase (config::run_phases) whose batches next() serves. A phase entered anew starts
-  // at the beginning of its own order (epoch 0, position 0) over the same prepared corpus; the one
-  // already served is kept as it is.
-  void enter_phase(size_t phase);
-  size_t phase() const { return phase_; }
-  // All of the run's phases (config::run_phases): one unless train.phases.
-  const std::vector<config::Phase>& phases() const { return phases_; }
+  // The loader's shape from now on (a length phase's, train/length_phases.h): a new loader over the
+  // same prepared corpus, starting at the beginning of its own order (epoch 0, position 0).
+  // seq_key: the key that set max_seq_len, named by the loader's messages.
+  void reshape(int64_t max_seq_len, int64_t batch_size, const std::string& seq_key);
 
   data::Batch next() override { return loader_->next(); }
   int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
@@ -44,8 +41,8 @@ class TrainingData : public BatchSource {
   const std::vector<data::Batch>& eval_batches() const { return eval_batches_; }
   int64_t sequences_per_epoch() const { return loader_->sequences_per_epoch(); }
 
-  // Its part of a checkpoint's trainer_state.json: the phase, the loader's epoch and position within
-  // it, the tokenizer's fingerprint.
+  // Its part of a checkpoint's trainer_state.json: the loader's epoch and position within it (of the
+  // shape the length phases restored first), the tokenizer's fingerprint.
   void save(checkpoint::TrainerState& state) const;
   void restore(const checkpoint::TrainerState& state);
 
@@ -57,11 +54,9 @@ class TrainingData : public BatchSource {
                                                       const std::string& name);
 
   std::optional<data::Tokenizer> tokenizer_;  // set by the constructor (Tokenizer has no empty state)
-  std::vector<config::Phase> phases_;         // config::run_phases
-  data::LoaderOptions loader_options_;        // the first phase's
+  data::LoaderOptions loader_options_;        // data.* and train.batch_size's (the first length phase's)
   std::shared_ptr<const data::PreparedCorpus> train_corpus_;
-  size_t phase_ = 0;
-  std::unique_ptr<data::MlmLoader> loader_;   // phase_'s
+  std::unique_ptr<data::MlmLoader> loader_;   // of the shape last given
   std::vector<data::Batch> eval_batches_;
 };
 

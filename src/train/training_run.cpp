@@ -33,7 +33,7 @@ namespace roformer::train {
 namespace fs = std::filesystem;
 
 TrainingRun::TrainingRun(Plan plan)
-    : plan_(std::move(plan)), placement_(plan_.cfg, plan_.env) {
+    : plan_(std::move(plan)), phases_(plan_.cfg), placement_(plan_.cfg, plan_.env) {
   // The placement came first: a device that does not exist leaves no run directory behind.
   setup_run_dir();
   // A schedule that never decays is legal (a short check of the data, a bench), but rarely meant:
@@ -54,44 +54,23 @@ TrainingRun::TrainingRun(Plan plan)
 TrainingRun::~TrainingRun() = default;
 
 int64_t TrainingRun::global_batch() const {
-  return phase().batch_size * plan_.cfg.train.grad_accum * world_size();
+  return phases_.now().batch_size * plan_.cfg.train.grad_accum * world_size();
 }
-
-const config::Phase& TrainingRun::phase() const { return data_->phases().at(data_->phase()); }
 
 std::string TrainingRun::shape_description() const {
   const config::Config& cfg = plan_.cfg;
   return fmt::format("{} sequences x {} tokens per step ({} micro-batch(es){}) | {} training sequences per epoch",
-                     global_batch(), phase().max_seq_len, cfg.train.grad_accum,
-                     world_size() > 1 ? fmt::format(" of {} on each of {} ranks", phase().batch_size, world_size()) : "",
+                     global_batch(), phases_.now().max_seq_len, cfg.train.grad_accum,
+                     world_size() > 1 ? fmt::format(" of {} on each of {} ranks", phases_.now().batch_size, world_size())
+                                      : "",
                      data_->sequences_per_epoch());
 }
 
-void TrainingRun::count_phase_step(int64_t step, int64_t tokens, double seconds) {
-  if (data_->phases().size() <= 1) return;
-  const int64_t number = static_cast<int64_t>(data_->phase()) + 1;
-  if (phase_figures_.empty() || phase_figures_.back().phase != number) {
-    metrics::RunSummary::PhaseFigures f;
-    f.phase = number;
-    f.first_step = step;
-    f.seq_len = phase().max_seq_len;
-    f.global_batch = global_batch();
-    phase_figures_.push_back(f);
-  }
-  auto& f = phase_figures_.back();
-  f.last_step = step;
-  ++f.steps;
-  f.tokens += tokens;
-  f.seconds += seconds;
-}
-
 void TrainingRun::enter_phase_of_next_step() {
-  const size_t index = config::phase_at(plan_.cfg, step_->steps_done());
-  if (index == data_->phase()) return;
-  data_->enter_phase(index);
-  const config::Phase& p = phase();
-  spdlog::info("length phase {} of {} from step {} to {}: {}", index + 1, data_->phases().size(), p.first_step + 1,
-               p.end_step, shape_description());
+  if (!phases_.enter(step_->steps_done(), *data_)) return;
+  const LengthPhase& p = phases_.now();
+  spdlog::info("length phase {} of {} from step {} to {}: {}", phases_.current() + 1, phases_.all().size(),
+               p.first_step + 1, p.end_step, shape_description());
 }
 
 // The run directory: the checkpointer of RUN/checkpoints, and (rank 0) train.log and config.yaml.
@@ -177,6 +156,7 @@ void TrainingRun::save_checkpoint(const std::string& reason) {
   const SaveInProgress saving;  // a second stop signal now waits for the save
   checkpoint::TrainerState state;
   step_->save(state);
+  phases_.save(state);
   data_->save(state);
   state.last_eval = last_eval_;
   state.world_size = world_size();
@@ -193,6 +173,7 @@ void TrainingRun::resume() {
   const checkpoint::TrainerState& state = from.state;
   checkpointer_->load(from, checkpoint_contents(), placement_.device(), plan_.cfg.train.seed);
   step_->restore(state);
+  phases_.restore(state, *data_);  // the loader of the checkpoint's phase, then its position
   data_->restore(state);
   if (state.world_size != world_size())
     spdlog::info("resuming a checkpoint written by {} process(es) with {}: model, optimizer, step, learning-rate "

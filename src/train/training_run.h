@@ -15,6 +15,7 @@
 
 #include "metrics/jsonl.h"
 #include "metrics/records.h"
+#include "train/length_phases.h"
 #include "train/placement.h"
 #include "train/plan.h"
 #include "train/step.h"
@@ -79,21 +80,18 @@ class TrainingRun {
   void finish(const MetricsWindow& window);
   metrics::RunSummary summary(const MetricsWindow& window) const;
   void report_done() const;
-  // Sequences per optimizer step over all ranks: batch_size x grad_accum x processes, of the phase
-  // the data serves (train.phases).
+  // Sequences per optimizer step over all ranks: batch_size x grad_accum x processes, of the length
+  // phase the data serves (train.phases).
   int64_t global_batch() const;
-  // The length phase the data serves now (config::run_phases), and its index.
-  const config::Phase& phase() const;
-  // Before a step: the phase of that step entered (the data's loader switched, said once).
+  // Before a step: the length phase of that step entered (the data's loader switched, said once).
   void enter_phase_of_next_step();
-  // A trained step (1-based `step`) into the figures of its phase (train.phases).
-  void count_phase_step(int64_t step, int64_t tokens, double seconds);
   // "B sequences x T tokens per step (...) | N training sequences per epoch" of the current phase.
   std::string shape_description() const;
   int world_size() const { return placement_.world_size(); }
   bool main_rank() const { return placement_.main_rank(); }
 
   Plan plan_;                 // as given, train.param_dtype resolved for the device (placement_)
+  LengthPhases phases_;       // train.phases: the phase of a step, the data's shape, per-phase figures
   Placement placement_;       // the device and the process group
   std::unique_ptr<checkpoint::Checkpointer> checkpointer_;  // RUN/checkpoints
   std::unique_ptr<TrainingData> data_;
@@ -103,7 +101,6 @@ class TrainingRun {
   std::unique_ptr<ConsoleSink> console_;        // made by run(): its elapsed time is the training's
   std::optional<metrics::EvalRecord> last_eval_;   // the latest evaluation of this session (written, not restored)
   std::optional<metrics::TrainRecord> last_train_;  // the latest logging step of this session
-  std::vector<metrics::RunSummary::PhaseFigures> phase_figures_;  // this session's, with train.phases
 };
 
 }  // namespace roformer::train

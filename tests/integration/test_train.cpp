@@ -704,6 +704,17 @@ TEST(TrainBrown, ValidationAccuracyAboveUnigramBaseline) {
   EXPECT_GT(acc, unigram + 0.05) << r.output;
 }
 
+// Issue 55: a loader of a later phase names that phase's key, not data.max_seq_len: here the
+// validation text is too short for one sequence of the length training ends with (the last phase's).
+TEST_F(TrainTest, ALaterPhasesLengthIsNamedByItsKey) {
+  write_file(tmp_.str("valid.txt"), "A short line.\n");
+  auto r = train("short", "--set 'train.phases=[{from_step: 6, max_seq_len: 64, batch_size: 2}]'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("fewer than one sequence of train.phases[0].max_seq_len=64; lower "
+                          "train.phases[0].max_seq_len or add text"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("data.max_seq_len="), std::string::npos) << r.output;
+}
+
 // train.phases: steps 1-6 at 32 tokens x 4 sequences, 7-12 at 64 x 2, one run. A kill just before
 // the boundary, at it and just after it resumes bit for bit (the checkpoint records which phase its
 // data position belongs to); the records say the phase and length of each logging step, evaluation
@@ -723,6 +734,7 @@ TEST_F(TrainTest, LengthPhasesResumeBitForBitAcrossTheBoundary) {
   for (int64_t s = 1; s <= 12; ++s) {
     EXPECT_EQ(ma[s]["seq_len"], s <= 6 ? 32 : 64) << s;
     EXPECT_EQ(ma[s]["phase"], s <= 6 ? 1 : 2) << s;
+    EXPECT_TRUE(ma[s]["phase"].is_number_integer()) << ma[s].dump();  // "phase": 2, not 2.0 (issue 55)
   }
   EXPECT_EQ(ma[12]["tokens_seen"], 6 * 4 * 32 + 6 * 2 * 64);
   // Logging every 4 steps, a record also closes each phase's last step (6): no window spans two
@@ -763,6 +775,24 @@ TEST_F(TrainTest, LengthPhasesResumeBitForBitAcrossTheBoundary) {
     for (int64_t s = stop + 1; s <= 12; ++s) EXPECT_EQ(ma[s]["loss"].dump(), mb[s]["loss"].dump()) << "step " << s;
     EXPECT_EQ(roformer::core::file_checksum(ckpt("a", 12) + "/model.safetensors"),
               roformer::core::file_checksum(ckpt(b, 12) + "/model.safetensors"));
+  }
+  // Issue 55: from step 7 on no step reads train.batch_size or data.max_seq_len (phase 2 sets its own):
+  // changing them is applied as an exact continuation, and it is one. Before the boundary the same
+  // change of train.batch_size still warns.
+  for (const int64_t stop : {7, 5}) {
+    const std::string c = "c" + std::to_string(stop);
+    fs::copy(tmp_.str("a"), tmp_.str(c), fs::copy_options::recursive);
+    for (int64_t s = stop + 1; s <= 12; ++s) roformer::core::remove_tree(ckpt(c, s));
+    auto resumed = run_roformer("train -c " + config_ + " --run-dir " + tmp_.str(c) + " --resume auto " + phases +
+                                " --set train.batch_size=8" + (stop == 7 ? " --set data.max_seq_len=16" : ""));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    const bool warned = resumed.output.find("no longer an exact continuation") != std::string::npos;
+    EXPECT_EQ(warned, stop == 5) << resumed.output;
+    if (stop != 7) continue;
+    EXPECT_NE(resumed.output.find("resume: applying config change train.batch_size: 4 -> 8; no step from here on uses "
+                                  "it"), std::string::npos) << resumed.output;
+    auto mc = metrics(c);
+    for (int64_t s = 8; s <= 12; ++s) EXPECT_EQ(ma[s]["loss"].dump(), mc[s]["loss"].dump()) << "step " << s;
   }
   // The phases are part of the data order: a resume that changes them is refused.
   auto changed = run_roformer("train --run-dir " + tmp_.str("b5") + " --resume " + ckpt("b5", 6) +

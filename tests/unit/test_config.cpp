@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "core/config.h"
+#include "model/options.h"
+#include "train/run_config.h"
 #include "core/error.h"
 #include "test_util.h"
 #include "checkpoint/resume_policy.h"
@@ -15,6 +17,7 @@ using roformer::Error;
 using namespace roformer::config;
 
 using roformer::test::error_of;
+using roformer::train::parse_run_config;
 
 TEST(Config, DefaultsAreRoformerBase) {
   Config c;
@@ -26,7 +29,8 @@ TEST(Config, DefaultsAreRoformerBase) {
   EXPECT_DOUBLE_EQ(c.masking.mask_prob, 0.15);
   EXPECT_EQ(effective_embedding_size(c.model), 768);
   EXPECT_EQ(head_dim(c.model), 64);
-  EXPECT_NO_THROW(validate(c));
+  EXPECT_NO_THROW(check_table(c));
+  EXPECT_NO_THROW(roformer::train::validate_run_config(c));
 }
 
 TEST(Config, LoadsYamlAndKeepsDefaultsForMissingKeys) {
@@ -112,21 +116,21 @@ TEST(Config, EnumeratedSettingsAreNamedByTheTable) {
   EXPECT_NE(msg.find("model.attention: expected a string"), std::string::npos) << msg;
 }
 
-// A config built in code is held to the table's ranges too (validate checks every field).
+// A config built in code is held to the table's ranges too (check_table checks every field).
 TEST(Config, ValidateChecksRangesOfAConfigBuiltInCode) {
   Config c;
   c.train.batch_size = 0;
-  auto msg = error_of([&] { validate(c); });
+  auto msg = error_of([&] { check_table(c); });
   EXPECT_NE(msg.find("train.batch_size = 0 is out of range: allowed >= 1"), std::string::npos) << msg;
   ModelConfig m;
   m.hidden_dropout = 1.0;
-  msg = error_of([&] { validate_model(m); });
+  msg = error_of([&] { roformer::model::validate_model_config(m); });
   EXPECT_NE(msg.find("model.hidden_dropout = 1.0 is out of range"), std::string::npos) << msg;
   msg = error_of([] {
     ModelConfig linear;
     linear.attention = Attention::kLinear;
     linear.rotary_value = true;
-    validate_model(linear);
+    roformer::model::validate_model_config(linear);
   });
   EXPECT_NE(msg.find("model.rotary_value is only supported with model.attention: softmax"), std::string::npos) << msg;
 }
@@ -171,33 +175,35 @@ TEST(Config, OutOfRangeNamesAllowedRange) {
   EXPECT_NE(msg3.find("model.norm = 'middle' is not allowed: choose one of post, pre"), std::string::npos) << msg3;
 }
 
+// The rules across keys are the components' (issue 52), checked together in a run's config
+// (train/run_config.h); each component's own tests check its rules one by one.
 TEST(Config, CrossFieldChecks) {
-  auto msg = error_of([] { parse_config("", {"model.hidden_size=100", "model.num_heads=3"}); });
+  auto msg = error_of([] { parse_run_config("", {"model.hidden_size=100", "model.num_heads=3"}); });
   EXPECT_NE(msg.find("model.hidden_size (100) must be divisible by model.num_heads (3)"), std::string::npos) << msg;
-  auto msg2 = error_of([] { parse_config("", {"model.hidden_size=96", "model.num_heads=32"}); });
+  auto msg2 = error_of([] { parse_run_config("", {"model.hidden_size=96", "model.num_heads=32"}); });
   EXPECT_NE(msg2.find("head dimension"), std::string::npos) << msg2;
   EXPECT_NE(msg2.find("must be even"), std::string::npos) << msg2;
-  auto msg3 = error_of([] { parse_config("", {"model.embedding_size=1024"}); });
+  auto msg3 = error_of([] { parse_run_config("", {"model.embedding_size=1024"}); });
   EXPECT_NE(msg3.find("model.embedding_size (1024) must be <= model.hidden_size (768)"), std::string::npos) << msg3;
-  auto msg4 = error_of([] { parse_config("", {"masking.mask_token_rate=0.8", "masking.random_token_rate=0.3"}); });
+  auto msg4 = error_of([] { parse_run_config("", {"masking.mask_token_rate=0.8", "masking.random_token_rate=0.3"}); });
   EXPECT_NE(msg4.find("mask_token_rate + masking.random_token_rate"), std::string::npos) << msg4;
-  auto msg6 = error_of([] { parse_config("", {"data.max_seq_len=4096"}); });
+  auto msg6 = error_of([] { parse_run_config("", {"data.max_seq_len=4096"}); });
   EXPECT_NE(msg6.find("data.max_seq_len (4096) exceeds model.max_position_embeddings (1536)"), std::string::npos)
       << msg6;
-  auto msg7 = error_of([] { parse_config("", {"train.device=tpu"}); });
+  auto msg7 = error_of([] { parse_run_config("", {"train.device=tpu"}); });
   EXPECT_NE(msg7.find("train.device = 'tpu'"), std::string::npos) << msg7;
-  auto msg8 = error_of([] { parse_config("", {"train.device=cpu", "distributed.backend=nccl"}); });
+  auto msg8 = error_of([] { parse_run_config("", {"train.device=cpu", "distributed.backend=nccl"}); });
   EXPECT_NE(msg8.find("distributed.backend nccl needs CUDA but train.device is cpu"), std::string::npos) << msg8;
-  auto msg9 = error_of([] { parse_config("", {"train.device=cuda:1", "distributed.backend=gloo"}); });
+  auto msg9 = error_of([] { parse_run_config("", {"train.device=cuda:1", "distributed.backend=gloo"}); });
   EXPECT_NE(msg9.find("distributed.backend gloo is for CPU training but train.device is cuda:1"), std::string::npos)
       << msg9;
-  auto msg10 = error_of([] { parse_config("", {"distributed.timeout_s=0"}); });
+  auto msg10 = error_of([] { parse_run_config("", {"distributed.timeout_s=0"}); });
   EXPECT_NE(msg10.find("distributed.timeout_s = 0 is out of range"), std::string::npos) << msg10;
-  auto msg11 = error_of([] { parse_config("", {"train.precision=fp32", "train.param_dtype=bf16"}); });
+  auto msg11 = error_of([] { parse_run_config("", {"train.precision=fp32", "train.param_dtype=bf16"}); });
   EXPECT_NE(msg11.find("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is fp32)"),
             std::string::npos) << msg11;
-  EXPECT_EQ(parse_config("", {"train.param_dtype=bf16"}).train.param_dtype, ParamDtype::kBf16);  // precision bf16 by default
-  auto msg12 = error_of([] { parse_config("", {"train.param_dtype=fp16"}); });
+  EXPECT_EQ(parse_run_config("", {"train.param_dtype=bf16"}).train.param_dtype, ParamDtype::kBf16);  // precision bf16 by default
+  auto msg12 = error_of([] { parse_run_config("", {"train.param_dtype=fp16"}); });
   EXPECT_NE(msg12.find("train.param_dtype"), std::string::npos) << msg12;
 }
 
@@ -338,66 +344,3 @@ TEST(Config, DiffListsChangedKeysAndTheResumePolicySortsThem) {
   }
 }
 
-// train.phases: later sequence-length phases, resolved with the first (data.max_seq_len,
-// train.batch_size); printed back as YAML that parses to the same phases; each entry checked.
-TEST(Config, LengthPhasesParseResolveAndRoundTrip) {
-  const Config c = parse_config(
-      "data:\n  max_seq_len: 128\nschedule:\n  warmup_steps: 10\ntrain:\n  steps: 100\n  batch_size: 32\n"
-      "  phases:\n    - {from_step: 90, max_seq_len: 512, batch_size: 8}\n");
-  const auto phases = run_phases(c);
-  ASSERT_EQ(phases.size(), 2u);
-  EXPECT_EQ(phases[0].first_step, 0);
-  EXPECT_EQ(phases[0].end_step, 90);
-  EXPECT_EQ(phases[0].max_seq_len, 128);
-  EXPECT_EQ(phases[0].batch_size, 32);
-  EXPECT_EQ(phases[1].first_step, 90);
-  EXPECT_EQ(phases[1].end_step, 100);
-  EXPECT_EQ(phases[1].max_seq_len, 512);
-  EXPECT_EQ(phases[1].batch_size, 8);
-  EXPECT_EQ(phase_at(c, 0), 0u);
-  EXPECT_EQ(phase_at(c, 89), 0u);
-  EXPECT_EQ(phase_at(c, 90), 1u);
-  EXPECT_EQ(phase_at(c, 99), 1u);
-  EXPECT_EQ(eval_seq_len(c), 512);  // the length training ends with
-  EXPECT_EQ(eval_seq_len(parse_config(to_yaml(c), {"eval.max_seq_len=128"})), 128);
-  // Printed and read back; a left-out key keeps the previous phase's value.
-  const Config again = parse_config(to_yaml(c));
-  EXPECT_TRUE(diff(c, again).empty());
-  const Config kept = parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "train.phases=[{from_step: 50, max_seq_len: 256}]"});
-  EXPECT_EQ(run_phases(kept)[1].batch_size, kept.train.batch_size);
-  EXPECT_EQ(run_phases(kept)[1].max_seq_len, 256);
-  EXPECT_EQ(run_phases(parse_config("")).size(), 1u);
-  EXPECT_EQ(run_phases(parse_config("")).front().end_step, Config().train.steps);
-  EXPECT_EQ(parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "train.phases=[{from_step: 50, max_seq_len: 256}]",
-                              "train.phases=[]"}).train.phases.size(), 0u);
-}
-
-TEST(Config, LengthPhasesAreCheckedEntryByEntry) {
-  auto refused = [](const std::string& phases, const std::string& expected) {
-    const auto msg =
-        error_of([&] { parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "train.phases=" + phases}); });
-    EXPECT_NE(msg.find(expected), std::string::npos) << phases << ": " << msg;
-  };
-  refused("[{from_step: 50, max_len: 256}]", "train.phases[0] has no key 'max_len'; did you mean 'max_seq_len'?");
-  refused("[{max_seq_len: 256}]", "train.phases[0] has no from_step");
-  refused("[{from_step:50,max_seq_len:256}]", "'from_step:50' needs a space after its colon ('from_step: 50')");
-  refused("[{from_step: 0, max_seq_len: 256}]", "train.phases[0].from_step (0) must be > 0");
-  refused("[{from_step: 100, max_seq_len: 256}]", "train.phases[0].from_step (100) must be < train.steps (100)");
-  refused("[{from_step: 60, max_seq_len: 256}, {from_step: 40, batch_size: 4}]",
-          "train.phases[1].from_step (40) must be greater than the previous phase's (60)");
-  refused("[{from_step: 50}]", "train.phases[0] changes neither max_seq_len nor batch_size");
-  refused("[{from_step: 50, max_seq_len: 4}]", "train.phases[0].max_seq_len (4) must be at least 8");
-  refused("[{from_step: 50, max_seq_len: 4096}]",
-          "train.phases[0].max_seq_len (4096) exceeds model.max_position_embeddings (1536)");
-  refused("[{from_step: 50, max_seq_len: 'long'}]", "train.phases[0].max_seq_len: expected an integer, got 'long'");
-  refused("{from_step: 50}", "config key train.phases: expected a list of phases");
-  refused("[512]", "config key train.phases[0]: expected a mapping");
-  // A phase that keeps its length from the one before is named by the key that set it.
-  const auto msg = error_of([] {
-    parse_config("", {"schedule.warmup_steps=10", "train.steps=100", "masking.mask_prob=0.005", "masking.exact_count=false", "data.max_seq_len=64", "train.batch_size=64",
-                      "train.phases=[{from_step: 50, batch_size: 1}]"});
-  });
-  EXPECT_NE(msg.find("raise masking.mask_prob (or train.phases[0].batch_size)"), std::string::npos) << msg;
-  EXPECT_NE(error_of([] { parse_config("", {"eval.max_seq_len=4"}); }).find("eval.max_seq_len (4) must be at least 8"),
-            std::string::npos);
-}

@@ -25,6 +25,7 @@ namespace {
 
 using namespace roformer::model;
 using roformer::test::error_of;
+using roformer::test::model_checked_config;
 using roformer::test::parameters_by_name;
 constexpr const char* kAbsoluteName = "roformer.embeddings.position_embeddings.weight";
 namespace config = roformer::config;
@@ -178,33 +179,35 @@ TEST(Disentangled, ParametersFollowTheSettings) {
 
 // What the config refuses, with the key to change.
 TEST(Disentangled, ConfigRefusesWhatItCannotCompute) {
-  auto msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.attention=linear",
+  auto msg = error_of([] { model_checked_config("", {"model.position=disentangled", "model.attention=linear",
                                                      "model.position_buckets=8", "model.max_position_embeddings=64",
                                                      "data.max_seq_len=64"}); });
   EXPECT_NE(msg.find("model.attention: linear has no disentangled form"), std::string::npos) << msg;
-  msg = error_of([] { config::parse_config("", {"model.position_buckets=64"}); });
+  msg = error_of([] { model_checked_config("", {"model.position_buckets=64"}); });
   EXPECT_NE(msg.find("model.position_buckets = 64 applies to model.position: disentangled only (got rotary)"),
             std::string::npos) << msg;
-  msg = error_of([] { config::parse_config("", {"model.position=absolute", "model.enhanced_mask_decoder=true"}); });
+  msg = error_of([] { model_checked_config("", {"model.position=absolute", "model.enhanced_mask_decoder=true"}); });
   EXPECT_NE(msg.find("model.enhanced_mask_decoder = true applies to model.position: disentangled only (got absolute)"),
             std::string::npos) << msg;
   // DeBERTa-v3's 256 buckets need max_relative_positions above 129; 128 positions are too few.
-  msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.max_position_embeddings=128",
+  msg = error_of([] { model_checked_config("", {"model.position=disentangled", "model.max_position_embeddings=128",
                                                 "data.max_seq_len=128"}); });
   EXPECT_NE(msg.find("model.position_buckets (256) needs model.max_relative_positions above 129 (got 128, from "
                      "model.max_position_embeddings)"), std::string::npos) << msg;
-  msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.position_buckets=1"}); });
+  msg = error_of([] { model_checked_config("", {"model.position=disentangled", "model.position_buckets=1"}); });
   EXPECT_NE(msg.find("model.position_buckets must be 0 (exact distances) or at least 2 (got 1)"), std::string::npos)
       << msg;
-  msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.enhanced_mask_decoder=true",
+  msg = error_of([] { model_checked_config("", {"model.position=disentangled", "model.enhanced_mask_decoder=true",
                                                 "model.position_biased_input=true"}); });
   EXPECT_NE(msg.find("model.position_biased_input: true already adds them there (DeBERTa's decoder is skipped then); "
                      "set one of the two to false"), std::string::npos) << msg;
-  msg = error_of([] { config::parse_config("", {"model.position=disentangled", "model.pos_att_type=p2p"}); });
+  msg = error_of([] { model_checked_config("", {"model.position=disentangled", "model.pos_att_type=p2p"}); });
   EXPECT_NE(msg.find("model.pos_att_type = 'p2p' is not allowed: choose one of c2p+p2c, c2p, p2c"), std::string::npos)
       << msg;
+  // Only the scheme's rules refuse these: the config table alone takes them (issue 52).
+  EXPECT_NO_THROW(config::parse_config("", {"model.position_buckets=64"}));
   // The defaults (DeBERTa-v3's) load, and the model refuses the same in code.
-  EXPECT_NO_THROW(config::parse_config("", {"model.position=disentangled"}));
+  EXPECT_NO_THROW(model_checked_config("", {"model.position=disentangled"}));
   auto o = tiny();
   o.model().position_buckets = 64;
   msg = error_of([&] { RoFormerForMaskedLM m(o); });

@@ -67,7 +67,7 @@ TEST(ModelOptions, HoldTheConfigSectionAsItIs) {
   EXPECT_EQ(RoFormerOptions(roformer::config::parse_config("", {"model.embedding_size=24"}).model, 10).embedding_size(), 24);
 }
 
-// The model refuses what the config loader refuses (one validator: config::validate_model), also
+// The model refuses what a run's config refuses (one validator: model::validate_model_config), also
 // for options built in code, and a vocabulary that was never resolved.
 TEST(ModelOptions, InvalidOptionsAreRejectedWithTheReason) {
   EXPECT_NE(error_of([] { RoFormerForMaskedLM(tiny({"model.num_heads=5"})); })
@@ -592,7 +592,7 @@ TEST(Model, FusedRotaryMatchesElementwise) {
   KernelPolicy fused;
   fused.rotary = RotaryImpl::kFused;
   for (const std::string attention : {"softmax", "linear"}) {
-    // rotary_value (V rotated too) exists for softmax attention only (config::validate_model).
+    // rotary_value (V rotated too) exists for softmax attention only (model::validate_model_config).
     auto o = tiny({"model.attention=" + attention,
                    std::string("model.rotary_value=") + (attention == "softmax" ? "true" : "false")});
     torch::manual_seed(3);

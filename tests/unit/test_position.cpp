@@ -23,6 +23,7 @@ namespace {
 
 using namespace roformer::model;
 using roformer::test::error_of;
+using roformer::test::model_checked_config;
 using roformer::test::parameters_by_name;
 
 constexpr int64_t kPositions = 32;  // P: rows of the position tables
@@ -84,7 +85,8 @@ TEST(Position, ConfigKeyDefaultsToRotaryAndNamesTheAcceptedValues) {
   auto msg = error_of([] { config::parse_config("model:\n  position: learned\n"); });
   EXPECT_NE(msg.find("model.position = 'learned' is not allowed: choose one of rotary, absolute, none, disentangled"),
             std::string::npos) << msg;
-  msg = error_of([] { config::parse_config("model:\n  position: none\n  rotary_value: true\n"); });
+  EXPECT_NO_THROW(config::parse_config("model:\n  position: none\n  rotary_value: true\n"));  // the table takes it
+  msg = error_of([] { model_checked_config("model:\n  position: none\n  rotary_value: true\n"); });
   EXPECT_NE(msg.find("model.rotary_value needs model.position: rotary (got none)"), std::string::npos) << msg;
   auto o = tiny("absolute");
   o.model().rotary_value = true;
