@@ -1,4 +1,5 @@
-// `roformer tokenizer train`, `roformer prepare`, `roformer bench data`: argument parsing only.
+// `roformer tokenizer train|encode`, `roformer prepare`, `roformer bench data`: argument parsing only.
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -8,7 +9,8 @@
 #include "core/error.h"
 #include "data/bench.h"
 #include "data/corpus.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "tools/tokenize.h"
 
 namespace roformer::app {
 
@@ -19,12 +21,15 @@ constexpr const char* kInputHelp =
     "recursively) or quoted glob patterns such as 'corpus/*.parquet'; read in the order given, a folder's or "
     "pattern's files sorted by path";
 constexpr const char* kTextFieldHelp = "JSONL field / Parquet column holding the text";
+constexpr const char* kTokenizerHelp =
+    "Tokenizer: a SentencePiece .model (roformer tokenizer train), a Hugging Face tokenizer.json, or a directory "
+    "holding one";
 
 }  // namespace
 
 void register_data_commands(CLI::App& app) {
-  // roformer tokenizer train
-  auto* tokenizer = app.add_subcommand("tokenizer", "Train a SentencePiece tokenizer ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4)");
+  // roformer tokenizer train|encode
+  auto* tokenizer = app.add_subcommand("tokenizer", "Train a SentencePiece tokenizer; encode text with any tokenizer");
   tokenizer->require_subcommand(1);
   auto topts = std::make_shared<data::TokenizerTrainOptions>();
   auto no_tokenizer_progress = std::make_shared<bool>(false);
@@ -43,12 +48,20 @@ void register_data_commands(CLI::App& app) {
     topts->progress = !*no_tokenizer_progress;
     data::train_tokenizer(*topts);
   });
+  auto eopts = std::make_shared<tools::EncodeRequest>();
+  auto* encode = tokenizer->add_subcommand(
+      "encode", "Print the ids of each line of stdin, space-separated, one line out per line in (compare with tokenizers)");
+  encode->add_option("--tokenizer", eopts->tokenizer, kTokenizerHelp)->required();
+  encode->add_flag("--add-special-tokens", eopts->add_special_tokens,
+                   "Put the tokenizer's special tokens around each line's ids ([CLS] ... [SEP])");
+  encode->add_flag("--pieces", eopts->pieces, "Print each line's pieces as a JSON list instead of its ids");
+  encode->callback([eopts] { tools::run_tokenizer_encode(*eopts, std::cin, std::cout); });
 
   // roformer prepare
   auto popts = std::make_shared<data::PrepareOptions>();
   auto no_progress = std::make_shared<bool>(false);
   auto* prepare = app.add_subcommand("prepare", "Encode a corpus once into binary token shards (read by mmap during training)");
-  prepare->add_option("--tokenizer", popts->tokenizer_model, "Tokenizer .model")->required();
+  prepare->add_option("--tokenizer", popts->tokenizer_model, kTokenizerHelp)->required();
   prepare->add_option("--input", popts->inputs, kInputHelp)->required();
   prepare->add_option("--out", popts->out_dir, "Output directory")->required();
   prepare->add_option("--threads", popts->num_threads, "Encoding threads (0 = all cores)")->capture_default_str();
@@ -72,7 +85,8 @@ void register_data_commands(CLI::App& app) {
   auto threads_list = std::make_shared<std::string>("1,2");
   auto* bench_data = bench->add_subcommand("data", "Prepare throughput per thread count and loader throughput (tokens/s)");
   bench_data->add_option("--input", bopts->input, "Text to encode")->capture_default_str();
-  bench_data->add_option("--tokenizer", bopts->tokenizer, "Tokenizer .model (default: train a vocab-8000 one on --input)");
+  bench_data->add_option("--tokenizer", bopts->tokenizer,
+                         "Tokenizer: .model, tokenizer.json or a directory (default: train a vocab-8000 one on --input)");
   bench_data->add_option("--seq-len", bopts->seq_len, "T")->capture_default_str();
   bench_data->add_option("--batch-size", bopts->batch_size, "B")->capture_default_str();
   bench_data->add_option("--threads-list", *threads_list, "Comma-separated prepare thread counts")->capture_default_str();

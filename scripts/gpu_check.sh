@@ -57,7 +57,8 @@ KIT="${GPU_KIT:-$ROOT/.gpu-kit}"  # GPU_KIT: another kit (tests/integration/test
 DEPS="${GPU_DEPS:-/opt/deps}"  # GPU_DEPS: elsewhere (tests/integration/test_scripts)
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
 PKGS="libsentencepiece0 libsentencepiece-dev libyaml-cpp0.7 libyaml-cpp-dev libspdlog1.10 libspdlog-dev
-      libfmt9 libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest nlohmann-json3-dev"
+      libfmt9 libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest nlohmann-json3-dev
+      libpcre2-8-0 libpcre2-dev libutf8proc2 libutf8proc-dev"
 
 say() { printf '[gpu_check] %s\n' "$*"; }
 usage() { awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "${BASH_SOURCE[0]}"; exit "${1:-0}"; }

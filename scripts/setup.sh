@@ -28,7 +28,9 @@ PYARROW_VERSION=26.0.1        # Parquet input
 # requires protobuf-lite, which libsentencepiece-dev does not pull in).
 APT_PACKAGES="build-essential cmake ninja-build ccache pkg-config python3 python3-venv
   libsentencepiece-dev libprotobuf-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
-  nlohmann-json3-dev zlib1g-dev libzstd-dev"  # zlib, zstd: gzip and zstd input (src/data/byte_stream.cpp)
+  nlohmann-json3-dev zlib1g-dev libzstd-dev libpcre2-dev libutf8proc-dev"
+# zlib, zstd: gzip and zstd input (src/data/byte_stream.cpp); PCRE2, utf8proc: the tokenizer.json
+# reader's regular expressions and Unicode normalization (src/data/hf_tokenizer)
 APT_TEST_PACKAGES="libgtest-dev libgmock-dev"
 # The CUDA headers the wheel's runtime lacks (crt/, nv/), so no CUDA toolkit is needed to compile
 # against it: about 3 MB (cmake/torch_wheel_cuda.cmake).

@@ -58,7 +58,7 @@ std::string write_checkpoint(const std::string& dir, const TrainerState& state, 
     core::write_file_checked(w.path(files::rng(static_cast<int>(r))), rng_states[r]);
   core::write_file_checked(w.path(files::kTrainerState), trainer_state_json(state));
   core::write_file_checked(w.path(files::kConfig), config::to_yaml(*c.config));
-  core::write_file_checked(w.path(files::kTokenizer), core::read_file(c.tokenizer->model_path()));
+  for (const auto& [name, bytes] : c.tokenizer->files()) core::write_file_checked(w.path(name), bytes);
   core::write_file_checked(w.path(files::kMetrics), fs::exists(c.metrics_path) ? core::read_file(c.metrics_path) : "");
   return w.commit();
 }

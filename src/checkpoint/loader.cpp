@@ -86,9 +86,9 @@ LoadedCheckpoint load_checkpoint_dir(const std::string& checkpoint, const torch:
   CheckpointMeta meta = read_checkpoint_meta(ck.dir);
   ck.config = std::move(meta.config);
   ck.state = std::move(meta.state);
-  ck.tokenizer_model = core::read_file((dir / files::kTokenizer).string(), "tokenizer model");
-  ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load((dir / files::kTokenizer).string()));
-  const model::RoFormerOptions options(ck.config.model, ck.tokenizer->vocab_size());
+  ck.tokenizer = std::make_unique<data::Tokenizer>(data::Tokenizer::load(ck.dir));
+  const auto options =
+      model::RoFormerOptions(ck.config.model, ck.tokenizer->vocab_size()).pad_token_id(ck.tokenizer->special_tokens().pad);
   check_model_fits(options, device, ck.dir);
   ck.model = model::RoFormerForMaskedLM(options);
   ck.model->load_hf_state_dict(core::load_safetensors((dir / files::kModel).string()));

@@ -16,8 +16,7 @@ struct LoadedCheckpoint {
   std::string dir;                 // the checkpoint directory
   config::Config config;           // its resolved config
   TrainerState state;       // trainer_state.json, typed
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  std::string tokenizer_model;     // the bytes of its tokenizer.model (what `tokenizer` was loaded from)
+  std::unique_ptr<data::Tokenizer> tokenizer;  // holds its files' bytes (the checkpoint may be pruned meanwhile)
   model::RoFormerForMaskedLM model{nullptr};  // in eval mode, on the requested device
 };
 

@@ -130,12 +130,20 @@ CheckpointCheck verify_checkpoint(const std::string& dir) {
   }
   // Every save writes these (checkpointer.cpp): a manifest without one of them (an empty list, a
   // hand-edited one) vouches for nothing the resume needs.
-  for (const char* required : {files::kModel, files::kOptimizer, files::kTrainerState, files::kConfig, files::kTokenizer})
-    if (std::none_of(entries.begin(), entries.end(), [&](const ManifestEntry& e) { return e.name == required; })) {
+  const auto listed = [&](const std::string& name) {
+    return std::any_of(entries.begin(), entries.end(), [&](const ManifestEntry& e) { return e.name == name; });
+  };
+  for (const char* required : {files::kModel, files::kOptimizer, files::kTrainerState, files::kConfig})
+    if (!listed(required)) {
       result.problem = fmt::format("manifest.json does not list {}, which every checkpoint holds (damaged or edited)",
                                    required);
       return result;
     }
+  if (std::none_of(std::begin(files::kTokenizerFiles), std::end(files::kTokenizerFiles), listed)) {
+    result.problem = "manifest.json lists no tokenizer (tokenizer.model or tokenizer.json), which every checkpoint "
+                     "holds (damaged or edited)";
+    return result;
+  }
   for (const auto& entry : entries) {
     const fs::path p = fs::path(dir) / entry.name;
     std::error_code ec;

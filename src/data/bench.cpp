@@ -14,7 +14,7 @@
 #include "core/temp_dir_guard.h"
 #include "data/corpus.h"
 #include "data/loader.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace roformer::data {
 

@@ -19,7 +19,6 @@
 #include "core/file.h"
 #include "core/json_read.h"
 #include "data/corpus_format.h"
-#include "data/tokenizer.h"
 
 namespace roformer::data {
 
@@ -114,7 +113,24 @@ struct PartMeta {
   int64_t vocab = 0, documents = 0, tokens = 0;
   int64_t token_bytes = 0;
   std::vector<Shard> shards;
+  SpecialTokens special = SpecialTokens::sentencepiece();
+  std::vector<int64_t> special_ids = {0, 1, 2, 3, 4};
 };
+
+// The roles and special ids of meta.json ("special_tokens", "special_ids"); absent in a corpus
+// prepared before they were recorded, whose tokenizer had SentencePiece's fixed ids.
+void read_special_tokens(const core::JsonReader& j, PartMeta& m) {
+  if (!j.has("special_tokens")) return;
+  const core::JsonReader roles = j.object("special_tokens");
+  const auto role = [&](const std::string& name) { return roles.at(name).is_null() ? -1 : roles.count(name); };
+  m.special = {static_cast<int32_t>(role("pad")), static_cast<int32_t>(role("unk")), static_cast<int32_t>(role("cls")),
+               static_cast<int32_t>(role("sep")), static_cast<int32_t>(role("mask"))};
+  m.special_ids.clear();
+  for (const auto& id : j.list("special_ids")) {
+    if (!id.is_number_unsigned()) j.wrong("special_ids", id, "a list of token ids");
+    m.special_ids.push_back(id.get<int64_t>());
+  }
+}
 
 PartMeta read_part_meta(const std::string& dir, const std::string& expected_fingerprint) {
   const fs::path meta_path = fs::path(dir) / format::kMetaFile;
@@ -136,10 +152,15 @@ PartMeta read_part_meta(const std::string& dir, const std::string& expected_fing
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
       throw Error("shard name '" + name + "' is not a file name in " + dir + "; " + advice);
   }
+  read_special_tokens(j, m);
   if (m.token_bytes != 2 && m.token_bytes != 4)
     throw Error("corrupt " + path + ": token_bytes is " + std::to_string(m.token_bytes) + " (2 or 4 expected); " + advice);
-  if (m.vocab < Tokenizer::kNumSpecial || m.vocab > (int64_t{1} << (8 * m.token_bytes)))
+  if (m.vocab < 1 || m.vocab > (int64_t{1} << (8 * m.token_bytes)))
     throw Error("corrupt " + path + ": vocab_size is out of range; " + advice);
+  for (const int64_t id : m.special_ids)
+    if (id >= m.vocab) throw Error("corrupt " + path + ": a special id is beyond vocab_size; " + advice);
+  for (const int32_t id : {m.special.pad, m.special.unk, m.special.cls, m.special.sep, m.special.mask})
+    if (id >= m.vocab) throw Error("corrupt " + path + ": a special token's id is beyond vocab_size; " + advice);
   if (!expected_fingerprint.empty() && expected_fingerprint != m.fingerprint)
     throw Error("the prepared corpus in " + dir + " was encoded with tokenizer " + m.fingerprint +
                 ", but the tokenizer in use has fingerprint " + expected_fingerprint +
@@ -160,6 +181,11 @@ void PreparedCorpus::add_part(const std::string& dir, const std::string& expecte
     fingerprint_ = fingerprint;
     vocab_size_ = vocab;
     token_bytes_ = token_bytes;
+    special_ = m.special;
+    special_ids_.assign(static_cast<size_t>(vocab), 0);
+    for (const int64_t id : m.special_ids) special_ids_[static_cast<size_t>(id)] = 1;
+    for (const int32_t id : {special_.pad, special_.unk, special_.cls, special_.sep, special_.mask})
+      if (id >= 0) special_ids_[static_cast<size_t>(id)] = 1;
     const MappedFile words = map_checked(root / format::kWordStartsFile, kWordMagic, 1, fingerprint_);
     word_map_ = {words.base, words.size};
     word_starts_ = static_cast<const uint8_t*>(words.base) + sizeof(FileHeader);

@@ -3,9 +3,9 @@
 // A prepared directory holds (docs/data.md has the byte layout):
 //   shard_00000.tok ...  header + token ids (uint16 when the vocabulary is < 65536, else uint32)
 //   documents.idx        header + num_documents+1 uint64 offsets of each document in the token stream
-//   word_starts.bin      header + one byte per vocabulary id (1 = SentencePiece word start)
-//   meta.json            written last: counts, shards, tokenizer fingerprint; its presence marks the
-//                        directory complete
+//   word_starts.bin      header + one byte per vocabulary id (1 = the piece begins a word)
+//   meta.json            written last: counts, shards, tokenizer fingerprint, the special tokens'
+//                        roles and ids; its presence marks the directory complete
 // Every binary file starts with the same 64-byte header (magic, version, dtype, counts, tokenizer
 // fingerprint), so a file from another tokenizer or a truncated file is detected on open.
 #pragma once
@@ -15,13 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
+
 namespace roformer::data {
 
 // More encoding threads than any machine has cores for is a mistake, not a wish.
 constexpr int64_t kMaxPrepareThreads = 1024;
 
 struct PrepareOptions {
-  std::string tokenizer_model;            // SentencePiece .model (roformer tokenizer train)
+  std::string tokenizer_model;            // a tokenizer Tokenizer::load reads (.model, tokenizer.json, a folder)
   std::vector<std::string> inputs;        // files, folders or glob patterns (input_files.h), in order
   std::string out_dir;
   int64_t num_threads = 0;                // encoding threads, at most kMaxPrepareThreads; 0 = hardware
@@ -65,6 +67,11 @@ class PreparedCorpus {  // mmap-backed, read-only, thread-safe
   int64_t num_tokens() const { return num_tokens_; }
   int64_t vocab_size() const { return vocab_size_; }
   const std::string& fingerprint() const { return fingerprint_; }
+  // The roles of the tokenizer it was encoded with (meta.json; a corpus prepared before they were
+  // recorded has SentencePiece's fixed ids).
+  const SpecialTokens& special_tokens() const { return special_; }
+  // Special ids are never masked and never drawn as a random replacement.
+  bool is_special(int64_t id) const { return id >= 0 && id < vocab_size_ && special_ids_[id] != 0; }
   // The directory, or the directories separated by ", ".
   const std::string& dir() const { return dir_; }
 
@@ -125,6 +132,8 @@ class PreparedCorpus {  // mmap-backed, read-only, thread-safe
 
   std::string dir_;
   std::string fingerprint_;
+  SpecialTokens special_;
+  std::vector<uint8_t> special_ids_;  // (vocab_size,) 1 for a special id
   int64_t num_documents_ = 0, num_tokens_ = 0, vocab_size_ = 0;
   int token_bytes_ = 2;
   std::vector<Shard> shards_;

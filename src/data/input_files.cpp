@@ -19,7 +19,7 @@
 #include "core/utf8.h"
 #include "data/corpus.h"
 #include "data/corpus_format.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace roformer::data {
 

@@ -12,7 +12,6 @@
 
 #include "core/error.h"
 #include "core/random.h"
-#include "data/tokenizer.h"
 
 namespace roformer::data {
 
@@ -76,8 +75,15 @@ class SequenceBuilder {
     if (!(m.mask_prob > 0 && m.mask_prob <= 1)) throw Error("masking.mask_prob must be in (0, 1]");
     if (m.mask_token_rate < 0 || m.random_token_rate < 0 || m.mask_token_rate + m.random_token_rate > 1 + 1e-12)
       throw Error("masking.mask_token_rate + masking.random_token_rate must be within [0, 1]");
-    if (corpus_->vocab_size() <= Tokenizer::kNumSpecial) throw Error("the corpus vocabulary has no ordinary tokens");
     if (corpus_->vocab_size() >= (int64_t{1} << 32)) throw Error("vocabulary too large");
+    special_ = corpus_->special_tokens();
+    if (const std::string missing = special_.missing_for_mlm(); !missing.empty())
+      throw Error("the prepared corpus in " + corpus_->dir() + " was encoded with a tokenizer without a " + missing +
+                  " token, which masked-language-model training needs; prepare it with a tokenizer that has them");
+    // Random replacements are drawn from the ordinary ids (for SentencePiece's 0-4 specials: 5 + k).
+    for (int64_t id = 0; id < corpus_->vocab_size(); ++id)
+      if (!corpus_->is_special(id)) ordinary_.push_back(static_cast<int32_t>(id));
+    if (ordinary_.empty()) throw Error("the corpus vocabulary has no ordinary tokens");
     content_ = options.max_seq_len - 2;
     full_ = options.packing == "full";
     if (full_) {
@@ -132,7 +138,7 @@ class SequenceBuilder {
     if (padded) {
       batch.attention_mask = torch::empty({B, T}, opts);  // (B, T)
       int64_t* am = batch.attention_mask.data_ptr<int64_t>();
-      for (int64_t k = 0; k < B * T; ++k) am[k] = ids[k] != Tokenizer::kPad;
+      for (int64_t k = 0; k < B * T; ++k) am[k] = ids[k] != special_.pad;
     }
     const int64_t P = static_cast<int64_t>(scratch.pred_positions.size());
     batch.pred_positions = torch::empty({P}, opts);  // (P,)
@@ -148,7 +154,7 @@ class SequenceBuilder {
   // Writes sequence s into row (T,) and returns its length before padding.
   int64_t fill_tokens(int64_t s, int64_t* row) const {
     const int64_t T = options_.max_seq_len;
-    row[0] = Tokenizer::kCls;
+    row[0] = special_.cls;
     if (full_) {
       // Stream offset of document j is offset(j) + j (one [SEP] after each earlier document).
       const int64_t start = s * content_;
@@ -166,12 +172,12 @@ class SequenceBuilder {
           filled += n;
           within += n;
         } else {  // the [SEP] after document j
-          row[1 + filled++] = Tokenizer::kSep;
+          row[1 + filled++] = special_.sep;
           ++j;
           within = 0;
         }
       }
-      row[T - 1] = Tokenizer::kSep;
+      row[T - 1] = special_.sep;
       return T;
     }
     const int64_t j = static_cast<int64_t>(std::upper_bound(doc_seq_start_.begin(), doc_seq_start_.end(), s) - doc_seq_start_.begin()) - 1;
@@ -179,8 +185,8 @@ class SequenceBuilder {
     const int64_t offset = piece * content_;
     const int64_t n = std::min(content_, corpus_->document_length(j) - offset);
     corpus_->copy_tokens(j, offset, n, row + 1);
-    row[n + 1] = Tokenizer::kSep;
-    std::fill(row + n + 2, row + T, static_cast<int64_t>(Tokenizer::kPad));
+    row[n + 1] = special_.sep;
+    std::fill(row + n + 2, row + T, static_cast<int64_t>(special_.pad));
     return n + 2;
   }
 
@@ -194,7 +200,7 @@ class SequenceBuilder {
     bool previous_special = true;
     for (int64_t t = 0; t < len; ++t) {
       const int64_t id = row[t];
-      if (id < Tokenizer::kNumSpecial) {  // [CLS] [SEP] [PAD] (and anything special) are never chosen
+      if (corpus_->is_special(id)) {  // [CLS] [SEP] [PAD] (and anything special) are never chosen
         previous_special = true;
         continue;
       }
@@ -207,7 +213,7 @@ class SequenceBuilder {
     if (n_units == 0) return;
     units.push_back(static_cast<int32_t>(maskable.size()));  // sentinel end
     const double keep_threshold = m.mask_token_rate + m.random_token_rate;
-    const uint32_t n_random = static_cast<uint32_t>(corpus_->vocab_size() - Tokenizer::kNumSpecial);
+    const uint32_t n_random = static_cast<uint32_t>(ordinary_.size());
     int64_t need = m.exact_count ? std::llround(m.mask_prob * static_cast<double>(n_units)) : 0;
     for (int64_t u = 0; u < n_units; ++u) {
       bool chosen;
@@ -227,15 +233,17 @@ class SequenceBuilder {
         scratch.pred_labels.push_back(original);
         const double r = rng.uniform();
         if (r < m.mask_token_rate)
-          row[t] = Tokenizer::kMask;
+          row[t] = special_.mask;
         else if (r < keep_threshold)
-          row[t] = Tokenizer::kNumSpecial + rng.bounded(n_random);  // ordinary tokens only
+          row[t] = ordinary_[rng.bounded(n_random)];  // ordinary tokens only
       }
     }
   }
 
   std::shared_ptr<const PreparedCorpus> corpus_;
   LoaderOptions options_;
+  SpecialTokens special_;         // the corpus's roles
+  std::vector<int32_t> ordinary_;  // the ids that are not special, ascending
   int64_t content_ = 0;  // T - 2
   bool full_ = true;
   bool pin_ = false;

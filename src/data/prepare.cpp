@@ -508,7 +508,8 @@ void publish(core::StagingDir& staging_dir, const fs::path& out, const Tokenizer
   const fs::path& staging = staging_dir.path();
   // Word-start flags for whole-word masking, so the loader needs no tokenizer.
   BinaryWriter words(staging / format::kWordStartsFile);
-  words.write(tok.word_start_table().data(), tok.word_start_table().size());
+  const std::vector<uint8_t> word_starts = tok.word_start_table();
+  words.write(word_starts.data(), word_starts.size());
   words.close(make_header(format::kWordMagic, 1, static_cast<uint64_t>(token_format.vocab), 0, token_format.vocab, token_format.fingerprint, 0));
 
   // Everything that can fail but a rename happens first, in staging: meta.json is serialized and
@@ -520,6 +521,12 @@ void publish(core::StagingDir& staging_dir, const fs::path& out, const Tokenizer
   meta["tokenizer_fingerprint"] = token_format.fingerprint;
   meta["tokenizer_model"] = core::utf8_or_escaped(fs::absolute(options.tokenizer_model).string());
   meta["vocab_size"] = token_format.vocab;
+  // The roles the loader puts in every sequence and masks with, and the ids it never masks or draws.
+  const SpecialTokens& special = tok.special_tokens();
+  const auto role = [](int32_t id) { return id < 0 ? nlohmann::json(nullptr) : nlohmann::json(id); };
+  meta["special_tokens"] = {{"pad", role(special.pad)}, {"unk", role(special.unk)}, {"cls", role(special.cls)},
+                            {"sep", role(special.sep)}, {"mask", role(special.mask)}};
+  meta["special_ids"] = tok.special_ids();
   meta["token_bytes"] = token_format.token_bytes;
   meta["num_documents"] = written.stats.documents;
   meta["num_tokens"] = written.stats.tokens;
@@ -610,6 +617,7 @@ PrepareStats prepare_corpus(const PrepareOptions& options) {
   const std::vector<std::string> files = expand_inputs(options.inputs);
   if (options.out_dir.empty()) throw Error("no output directory given (--out DIR)");
   const Tokenizer tok = Tokenizer::load(options.tokenizer_model);
+  tok.check_mlm_roles();  // prepared data is for masked-language-model training
   const TokenFormat token_format{tok.vocab_size() < 65536 ? 2u : 4u, tok.vocab_size(), tok.fingerprint()};
   if (options.num_threads < 0 || options.num_threads > kMaxPrepareThreads)
     throw Error(fmt::format("--threads {} is out of range: give 1 to {} encoding threads, or 0 for one a core",

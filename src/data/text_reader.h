@@ -26,7 +26,7 @@ namespace roformer::data {
 class ParquetTextReader;
 
 // The longest paragraph handed out: longer ones come in pieces (SentencePiece's training takes
-// paragraphs up to this length, tokenizer.h: kMaxSentenceBytes).
+// paragraphs up to this length, sentencepiece_tokenizer.h: kMaxSentenceBytes).
 constexpr size_t kMaxParagraphBytes = 64 * 1024;
 // A plain-text document comes in parts of about this much text (a file without blank lines is one
 // document).

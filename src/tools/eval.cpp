@@ -30,19 +30,20 @@ namespace fs = std::filesystem;
 namespace {
 
 // Raw text is encoded with the checkpoint's tokenizer into a temporary prepared directory. The
-// tokenizer is the checkpoint's, as loaded (its bytes written beside the data): the checkpoint
+// tokenizer is the checkpoint's, as loaded (its files written beside the data): the checkpoint
 // itself may be pruned meanwhile by a run training into its directory.
 class TempPrepared {
  public:
-  TempPrepared(const std::vector<std::string>& files, const std::string& tokenizer_bytes, const std::string& text_field)
+  TempPrepared(const std::vector<std::string>& files, const data::Tokenizer& tokenizer, const std::string& text_field)
       : scratch_("roformer-eval-", "eval's prepared copy of the data") {
+    std::string tokenizer_path;
     try {
-      core::write_file_checked((scratch_.path() / data::kTokenizerModelFile).string(), tokenizer_bytes);
+      tokenizer_path = tokenizer.save((scratch_.path() / "tokenizer").string());
     } catch (const Error& e) {  // a full TMPDIR is the cause, not the data
       scratch_.fail(e.what());
     }
     data::PrepareOptions o;
-    o.tokenizer_model = (scratch_.path() / data::kTokenizerModelFile).string();
+    o.tokenizer_model = tokenizer_path;
     o.inputs = files;
     o.out_dir = dir();
     o.text_field = text_field;
@@ -118,7 +119,7 @@ void run_eval(const EvalRequest& req) {
   if (std::all_of(files.begin(), files.end(), [](const std::string& f) { return data::is_prepared_dir(f); })) {
     corpus = data::PreparedCorpus::open(files, ck.tokenizer->fingerprint());
   } else {
-    temp = std::make_unique<TempPrepared>(files, ck.tokenizer_model,
+    temp = std::make_unique<TempPrepared>(files, *ck.tokenizer,
                                           req.text_field.empty() ? ck.config.data.text_field : req.text_field);
     corpus = data::PreparedCorpus::open(temp->dir(), ck.tokenizer->fingerprint());
   }

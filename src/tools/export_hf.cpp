@@ -89,10 +89,8 @@ tokenizer = AutoTokenizer.from_pretrained("{out}")
 model = {architecture}.from_pretrained("{out}")
 ```
 
-or `pipeline("fill-mask", model="{out}")("The [MASK] of the city.")`. The tokenizer
-(`tokenizer.json`) is the SentencePiece model `spiece.model` converted for Hugging Face
-`tokenizers`: it needs no package beyond `transformers`. To continue pretraining on your own text:
-`roformer train -c CONFIG --init-from {out}`.
+or `pipeline("fill-mask", model="{out}")("The {mask} of the city.")`. {tokenizer_note} To continue
+pretraining on your own text: `roformer train -c CONFIG --init-from {out}`.
 
 ## Training
 
@@ -104,7 +102,7 @@ or `pipeline("fill-mask", model="{out}")("The [MASK] of the city.")`. The tokeni
 | training masked | {mask_pct} of the tokens{wwm} |
 | validation MLM accuracy (last evaluation, {eval_mask_pct} of the tokens masked) | {accuracy} |
 | model | {layers} layers, hidden {hidden}, {heads} heads, feed-forward {ffn}, embedding {emb}, {params} parameters |
-| tokenizer | SentencePiece {tok_type}, {vocab} pieces; [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 |
+| tokenizer | {tok_type}, {vocab} ids; special tokens {specials} |
 
 ## Config
 
@@ -117,7 +115,7 @@ it trained on):
 
 // README.md: what was trained, how far, how well, and the lines that load it.
 std::string model_card(const checkpoint::LoadedCheckpoint& ck, const hf::Family& family, const std::string& out_dir,
-                       const nlohmann::json& tokenizer) {
+                       bool converted) {
   const auto& c = ck.config;
   const auto& m = ck.model->options().model();
   // The config as the model has it: vocab_size 0 (the tokenizer's) and embedding_size 0 (the hidden
@@ -143,9 +141,14 @@ std::string model_card(const checkpoint::LoadedCheckpoint& ck, const hf::Family&
       fmt::arg("accuracy", accuracy), fmt::arg("layers", m.num_layers), fmt::arg("hidden", m.hidden_size),
       fmt::arg("heads", m.num_heads), fmt::arg("ffn", m.intermediate_size),
       fmt::arg("emb", ck.model->options().embedding_size()),
-      fmt::arg("params", ck.model->num_parameters()), fmt::arg("tok_type", tokenizer["model"]["type"].get<std::string>()),
-      fmt::arg("vocab", m.vocab_size), fmt::arg("mask_pct", percent(c.masking.mask_prob)),
-      fmt::arg("eval_mask_pct", percent(c.eval.mask_prob)),
+      fmt::arg("params", ck.model->num_parameters()), fmt::arg("tok_type", ck.tokenizer->description()),
+      fmt::arg("vocab", m.vocab_size), fmt::arg("specials", ck.tokenizer->special_tokens().describe()),
+      fmt::arg("mask", ck.tokenizer->id_to_piece(ck.tokenizer->special_tokens().mask)),
+      fmt::arg("tokenizer_note", converted ? "The tokenizer (`tokenizer.json`) is the SentencePiece model `spiece.model` "
+                                             "converted for Hugging Face `tokenizers`: it needs no package beyond "
+                                             "`transformers`."
+                                           : "The tokenizer (`tokenizer.json`) is the one the model was trained with."),
+      fmt::arg("mask_pct", percent(c.masking.mask_prob)), fmt::arg("eval_mask_pct", percent(c.eval.mask_prob)),
       fmt::arg("wwm", c.masking.whole_word ? ", whole words" : ""), fmt::arg("yaml", config::to_yaml(resolved)));
 }
 // model.safetensors: the tensors under the family's names. save_pretrained stores each tied tensor
@@ -180,9 +183,13 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   HfTokenizerOptions tok_options;
   tok_options.model_max_length = m.max_position_embeddings;
   tok_options.type_vocab_size = std::max<int64_t>(1, m.type_vocab_size);
-  // Built before anything is written: a tokenizer that cannot be converted refuses the export.
-  const auto tokenizer = hf_tokenizer_json(ck.tokenizer->model_path(), tok_options);
-  const std::string spiece = ck.tokenizer_model;  // the checkpoint may be pruned meanwhile
+  // Built before anything is written: a tokenizer that cannot be converted refuses the export. A
+  // SentencePiece tokenizer is converted (and written as spiece.model too); a tokenizer.json is
+  // written as it is. The bytes are the loaded tokenizer's: the checkpoint may be pruned meanwhile.
+  const auto tokenizer_files = ck.tokenizer->files();
+  const bool converted = tokenizer_files.front().first == data::kTokenizerModelFile;
+  const std::string tokenizer = converted ? hf_tokenizer_json(ck.tokenizer->model_path(), tok_options).dump(2) + "\n"
+                                          : tokenizer_files.front().second;
   const nlohmann::json config = hf::config_json(family, ck.model->options());
   const auto unique = hf_tensors(*ck.model, family);
 
@@ -194,15 +201,15 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   {
     core::StagingDir staging(out_dir, ".export-staging-");
     core::save_safetensors((staging / "model.safetensors").string(), unique, {{"format", "pt"}});
-    core::write_file_checked((staging / "spiece.model").string(), spiece);
+    if (converted) core::write_file_checked((staging / "spiece.model").string(), tokenizer_files.front().second);
     // What `train --init-from` checks the export against: a spiece.model swapped afterwards is refused.
     const nlohmann::json record = {{"format", "roformer-export"},
                                    {"checkpoint", core::utf8_or_escaped(ck.dir)},
                                    {"step", ck.state.step},
                                    {"tokenizer_fingerprint", ck.tokenizer->fingerprint()}};
     core::write_file_checked((staging / train::kExportRecordFile).string(), record.dump(2) + "\n");
-    write_hf_tokenizer(tokenizer, staging.path().string(), tok_options);
-    core::write_file_checked((staging / "README.md").string(), model_card(ck, family, out_dir, tokenizer));
+    write_hf_tokenizer(tokenizer, *ck.tokenizer, staging.path().string(), tok_options);
+    core::write_file_checked((staging / "README.md").string(), model_card(ck, family, out_dir, converted));
     core::write_file_checked((staging / "config.json").string(), config.dump(2) + "\n");
     std::vector<std::string> names;
     for (const auto& entry : fs::directory_iterator(staging.path()))
@@ -210,10 +217,10 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
     names.push_back("config.json");
     staging.publish({fs::path(out_dir) / "config.json"}, names);
   }
-  spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), spiece.model, "
-               "tokenizer.json ({} pieces, {}), tokenizer_config.json, special_tokens_map.json, README.md, {}", ck.dir,
-               ck.state.step, family.architecture(), out_dir, unique.size(), m.vocab_size,
-               tokenizer["model"]["type"].get<std::string>(), train::kExportRecordFile);
+  spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), {}tokenizer.json ({} "
+               "ids, {}), tokenizer_config.json, special_tokens_map.json, README.md, {}", ck.dir, ck.state.step,
+               family.architecture(), out_dir, unique.size(), converted ? "spiece.model, " : "", m.vocab_size,
+               ck.tokenizer->description(), train::kExportRecordFile);
 }
 
 }  // namespace roformer::tools

@@ -228,6 +228,7 @@ json sequence(const std::string& id, int64_t type_id) { return {{"Sequence", {{"
 json hf_tokenizer_json(const std::string& spm_model_path, const HfTokenizerOptions& options) {
   using data::Tokenizer;
   const auto tokenizer = Tokenizer::load(spm_model_path);  // checks the fixed special ids
+  const data::SpecialTokens special = data::SpecialTokens::sentencepiece();
   const std::optional<SpmModel> parsed = data::parse_spm_model(core::read_file(spm_model_path, "tokenizer model"));
   if (!parsed)  // Tokenizer::load accepted it: the file changed in between
     throw Error(fmt::format("tokenizer '{}' changed while it was read; export again", spm_model_path));
@@ -248,15 +249,15 @@ json hf_tokenizer_json(const std::string& spm_model_path, const HfTokenizerOptio
     added.push_back({{"id", id}, {"content", m.pieces[id].piece}, {"single_word", false}, {"lstrip", false},
                      {"rstrip", false}, {"normalized", false}, {"special", type == SpmModel::kControl}});
   }
-  const std::string cls = tokenizer.id_to_piece(Tokenizer::kCls), sep = tokenizer.id_to_piece(Tokenizer::kSep);
+  const std::string cls = tokenizer.id_to_piece(special.cls), sep = tokenizer.id_to_piece(special.sep);
   const int64_t b_type = options.type_vocab_size >= 2 ? 1 : 0;
   const json post = {
       {"type", "TemplateProcessing"},
       {"single", {special_token(cls, 0), sequence("A", 0), special_token(sep, 0)}},
       {"pair", {special_token(cls, 0), sequence("A", 0), special_token(sep, 0), sequence("B", b_type),
                 special_token(sep, b_type)}},
-      {"special_tokens", {{cls, {{"id", cls}, {"ids", {Tokenizer::kCls}}, {"tokens", {cls}}}},
-                          {sep, {{"id", sep}, {"ids", {Tokenizer::kSep}}, {"tokens", {sep}}}}}}};
+      {"special_tokens", {{cls, {{"id", cls}, {"ids", {special.cls}}, {"tokens", {cls}}}},
+                          {sep, {{"id", sep}, {"ids", {special.sep}}, {"tokens", {sep}}}}}}};
   const std::string prepend = m.add_dummy_prefix ? "always" : "never";
   const json metaspace = {{"type", "Metaspace"}, {"replacement", kMetaspace}, {"prepend_scheme", prepend},
                           {"split", true}};
@@ -271,10 +272,27 @@ json hf_tokenizer_json(const std::string& spm_model_path, const HfTokenizerOptio
           {"model", model_json(m, spm_model_path)}};
 }
 
-void write_hf_tokenizer(const json& tokenizer, const std::string& out_dir, const HfTokenizerOptions& options) {
-  // The pieces of ids 0-4 are fixed in every roformer tokenizer (data/tokenizer.h).
-  const json specials = {{"pad_token", "[PAD]"}, {"unk_token", "[UNK]"}, {"cls_token", "[CLS]"},
-                         {"sep_token", "[SEP]"}, {"mask_token", "[MASK]"}};
+void write_hf_tokenizer(const std::string& tokenizer_json, const data::Tokenizer& tokenizer, const std::string& out_dir,
+                        const HfTokenizerOptions& options) {
+  // Each role as its added token in tokenizer.json (with its lstrip, normalized, ... flags, which a
+  // bare string would reset in transformers), else by its text.
+  const json file = json::parse(tokenizer_json);
+  const data::SpecialTokens& s = tokenizer.special_tokens();
+  json specials = json::object();
+  for (const auto& [key, id] : {std::pair<const char*, int32_t>{"pad_token", s.pad}, {"unk_token", s.unk},
+                                {"cls_token", s.cls}, {"sep_token", s.sep}, {"mask_token", s.mask}}) {
+    if (id < 0) continue;
+    const std::string piece = tokenizer.id_to_piece(id);
+    specials[key] = piece;
+    for (const json& added : file.value("added_tokens", json::array()))
+      if (added.value("content", "") == piece &&
+          (added.value("lstrip", false) || added.value("rstrip", false) || added.value("single_word", false) ||
+           added.value("normalized", false))) {
+        json token = added;
+        token.erase("id");
+        specials[key] = token;
+      }
+  }
   json config = specials;
   // PreTrainedTokenizerFast reads tokenizer.json as is; naming it keeps AutoTokenizer from picking
   // the class of config.json's model_type (RoFormerTokenizer, a Chinese tokenizer needing rjieba).
@@ -286,9 +304,9 @@ void write_hf_tokenizer(const json& tokenizer, const std::string& out_dir, const
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
-  core::write_file_atomic((dir / "tokenizer.json").string(), tokenizer.dump(2) + "\n");
-  core::write_file_atomic((dir / "tokenizer_config.json").string(), config.dump(2) + "\n");
-  core::write_file_atomic((dir / "special_tokens_map.json").string(), specials.dump(2) + "\n");
+  core::write_file_atomic((dir / data::kTokenizerJsonFile).string(), tokenizer_json);
+  core::write_file_atomic((dir / data::kTokenizerConfigFile).string(), config.dump(2) + "\n");
+  core::write_file_atomic((dir / data::kSpecialTokensMapFile).string(), specials.dump(2) + "\n");
 }
 
 }  // namespace roformer::tools

@@ -1,7 +1,8 @@
-// The tokenizer half of `roformer export --format hf`: tokenizer.json (our SentencePiece model in
-// the form of Hugging Face's `tokenizers` library), tokenizer_config.json and
-// special_tokens_map.json, so that AutoTokenizer.from_pretrained(DIR) and pipeline("fill-mask")
-// produce the ids roformer produces, with no package beyond transformers (and its tokenizers).
+// The tokenizer half of `roformer export --format hf`: tokenizer.json (a tokenizer.json tokenizer as
+// it is; our SentencePiece model in the form of Hugging Face's `tokenizers` library),
+// tokenizer_config.json and special_tokens_map.json, so that AutoTokenizer.from_pretrained(DIR) and
+// pipeline("fill-mask") produce the ids roformer produces, with no package beyond transformers (and
+// its tokenizers).
 //
 // tokenizer.json is built the way transformers' SpmConverter (convert_slow_tokenizer.py) builds
 // it from a SentencePiece ModelProto, with the normalizer corrected where SpmConverter's gives other
@@ -26,6 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/tokenizer.h"
+
 namespace roformer::tools {
 
 struct HfTokenizerOptions {
@@ -38,10 +41,11 @@ struct HfTokenizerOptions {
 // fallback, whitespace as suffix, word or char models) or a file that is not a SentencePiece model.
 nlohmann::json hf_tokenizer_json(const std::string& spm_model_path, const HfTokenizerOptions& options);
 
-// Writes `tokenizer` (from hf_tokenizer_json) as tokenizer.json, with tokenizer_config.json (class
+// Writes `tokenizer_json` (the text of a tokenizer.json: hf_tokenizer_json's dumped, or a
+// tokenizer.json tokenizer's own) as tokenizer.json, with tokenizer_config.json (class
 // PreTrainedTokenizerFast, so AutoTokenizer does not fall back to RoFormerTokenizer, and the special
-// tokens) and special_tokens_map.json, into out_dir (created if needed).
-void write_hf_tokenizer(const nlohmann::json& tokenizer, const std::string& out_dir,
+// tokens) and special_tokens_map.json naming `tokenizer`'s special roles, into out_dir (created if needed).
+void write_hf_tokenizer(const std::string& tokenizer_json, const data::Tokenizer& tokenizer, const std::string& out_dir,
                         const HfTokenizerOptions& options);
 
 }  // namespace roformer::tools

@@ -36,13 +36,13 @@ void print_last_train(const json& record, const std::string& metrics_path) {
                            t.accuracy, t.lr);
 }
 
-// The config as the model has it: model.vocab_size 0 (the tokenizer's piece count) and
+// The config as the model has it: model.vocab_size 0 (the tokenizer's number of ids) and
 // model.embedding_size 0 (the hidden size) resolved, so inspect never shows a size of 0. The vocabulary
 // stays 0 when the checkpoint's tokenizer cannot be read (a damaged checkpoint is still reported).
 config::Config resolved_sizes(config::Config c, const std::string& dir) {
   if (c.model.vocab_size == 0) {
     try {
-      c.model.vocab_size = data::Tokenizer::load((fs::path(dir) / files::kTokenizer).string()).vocab_size();
+      c.model.vocab_size = data::Tokenizer::load(dir).vocab_size();  // its tokenizer.json or tokenizer.model
     } catch (const Error&) {
     }
   }

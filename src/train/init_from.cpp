@@ -36,7 +36,7 @@ constexpr const char* kExportKind = "Hugging Face export";
 constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
 constexpr std::string_view kPositionTable = "embeddings.position_embeddings.weight";  // absolute.cpp's table
 
-// The export's spiece.model must be the one it was exported with (its record, from exports that
+// The export's tokenizer must be the one it was exported with (its record, from exports that
 // write one): weights used with another tokenizer read other words for every id.
 void check_export_tokenizer(const InitSource& s) {
   const fs::path record_path = fs::path(s.dir) / kExportRecordFile;
@@ -45,11 +45,12 @@ void check_export_tokenizer(const InitSource& s) {
   const std::string origin = "--init-from: " + record_path.string(), advice = "export the checkpoint again";
   const json record = core::parse_json(core::read_file(record_path.string(), "export record"), origin, advice);
   const std::string recorded = core::JsonReader(record, origin, advice).string("tokenizer_fingerprint");
-  const std::string actual = data::file_fingerprint(s.tokenizer_model);
+  const std::string actual = data::Tokenizer::load(s.tokenizer_model).fingerprint();
   if (actual != recorded)
     throw Error(fmt::format("--init-from: {} is not the tokenizer these weights were exported with (fingerprint {}, "
                             "the export's record says {}): the weights only make sense with theirs; put the exported "
-                            "spiece.model back, or export the checkpoint again", s.tokenizer_model, actual, recorded));
+                            "{} back, or export the checkpoint again", s.tokenizer_model, actual, recorded,
+                            fs::path(s.tokenizer_model).filename().string()));
 }
 
 InitSource export_source(const fs::path& dir) {
@@ -57,11 +58,14 @@ InitSource export_source(const fs::path& dir) {
   s.dir = dir.string();
   s.kind = kExportKind;
   s.weights = (dir / "model.safetensors").string();
+  // A SentencePiece tokenizer is exported as spiece.model (and its tokenizer.json conversion), a
+  // tokenizer.json one as tokenizer.json.
   s.tokenizer_model = (dir / "spiece.model").string();
+  if (!fs::exists(s.tokenizer_model)) s.tokenizer_model = (dir / data::kTokenizerJsonFile).string();
   if (!fs::exists(s.tokenizer_model))
-    throw Error(fmt::format("--init-from: {} has no spiece.model, the SentencePiece model `roformer export` writes "
-                            "next to the weights; the weights are only usable with the tokenizer they were trained "
-                            "with", s.dir));
+    throw Error(fmt::format("--init-from: {} has no spiece.model or tokenizer.json, the tokenizer `roformer export` "
+                            "writes next to the weights; the weights are only usable with the tokenizer they were "
+                            "trained with", s.dir));
   const std::string file = (dir / "config.json").string();
   const json config = core::parse_json(core::read_file(file, "config.json"), "--init-from: " + file,
                                        "export the checkpoint again");
@@ -72,8 +76,9 @@ InitSource export_source(const fs::path& dir) {
   check_export_tokenizer(s);
   const auto pieces = data::Tokenizer::load(s.tokenizer_model).vocab_size();
   if (pieces != s.vocab_size)
-    throw Error(fmt::format("--init-from: {} says vocab_size {} but its spiece.model has {} pieces; the export is "
-                            "inconsistent, export the checkpoint again", file, s.vocab_size, pieces));
+    throw Error(fmt::format("--init-from: {} says vocab_size {} but its {} has {} ids; the export is "
+                            "inconsistent, export the checkpoint again", file, s.vocab_size,
+                            fs::path(s.tokenizer_model).filename().string(), pieces));
   return s;
 }
 
@@ -91,7 +96,7 @@ InitSource checkpoint_source(const std::string& path) {
                             "intact", s.dir, check.problem));
   s.kind = "checkpoint";
   s.weights = (fs::path(s.dir) / files::kModel).string();
-  s.tokenizer_model = (fs::path(s.dir) / files::kTokenizer).string();
+  s.tokenizer_model = data::Tokenizer::load(s.dir).model_path();
   s.architecture = checkpoint::read_checkpoint_meta(s.dir).config.model;
   s.vocab_size = data::Tokenizer::load(s.tokenizer_model).vocab_size();
   return s;
@@ -183,23 +188,25 @@ void check_init_architecture(InitSource& source, const config::Config& config, b
 }
 
 std::string adopt_init_tokenizer(const InitSource& source, const config::Config& config, const std::string& run_dir) {
-  const std::string fingerprint = data::file_fingerprint(source.tokenizer_model);
-  if (!config.tokenizer.model.empty() && data::file_fingerprint(config.tokenizer.model) != fingerprint)
+  const data::Tokenizer theirs = data::Tokenizer::load(source.tokenizer_model);
+  if (!config.tokenizer.model.empty() && data::Tokenizer::load(config.tokenizer.model).fingerprint() != theirs.fingerprint())
     throw Error(fmt::format("tokenizer.model is {} but --init-from {} comes with another tokenizer ({}); the weights "
                             "only make sense with theirs: remove tokenizer.model from the config",
                             config.tokenizer.model, source.dir, source.tokenizer_model));
-  const fs::path path = checkpoint::RunLayout(run_dir).tokenizer_model();
-  if (fs::exists(path)) {
-    if (data::file_fingerprint(path.string()) != fingerprint)
+  const fs::path dir = checkpoint::RunLayout(run_dir).tokenizer_dir();
+  const fs::path path = dir / theirs.files().front().first;
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    if (data::Tokenizer::load(path.string()).fingerprint() != theirs.fingerprint())
       throw Error(fmt::format("{} already holds another tokenizer (from an earlier run in {}); start the run from "
                               "--init-from in a new --run-dir", path.string(), run_dir));
     return path.string();
   }
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (!ec) fs::copy_file(source.tokenizer_model, path, ec);
-  if (ec) throw Error(fmt::format("cannot copy the tokenizer of --init-from to {}: {}", path.string(), ec.message()));
-  return path.string();
+  try {
+    return theirs.save(dir.string());
+  } catch (const Error& e) {
+    throw Error(fmt::format("cannot copy the tokenizer of --init-from to {}: {}", dir.string(), e.what()));
+  }
 }
 
 namespace {

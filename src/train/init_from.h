@@ -31,7 +31,7 @@ struct InitSource {
   std::string dir;                   // the export directory or the resolved checkpoint directory
   std::string kind;                  // "Hugging Face export" | "checkpoint"
   std::string weights;               // its model.safetensors (Hugging Face names)
-  std::string tokenizer_model;       // the SentencePiece model the weights were trained with
+  std::string tokenizer_model;       // the tokenizer file the weights were trained with (.model or tokenizer.json)
   config::ModelConfig architecture;  // the model the weights belong to (dropout etc. left at defaults)
   int64_t vocab_size = 0;            // rows of the word embedding
   const hf::Family* family = nullptr;  // an export's Hugging Face family (its tensors' names); null: a checkpoint

@@ -15,6 +15,7 @@
 #include "checkpoint/meta.h"
 #include "checkpoint/resume_policy.h"
 #include "checkpoint/run_dir.h"
+#include "checkpoint/run_layout.h"
 #include "checkpoint/store.h"
 #include "core/config.h"
 #include "core/device.h"
@@ -146,19 +147,32 @@ void check_run_inputs(const Plan& plan, const checkpoint::CheckpointPlan& start)
   check_inputs_exist(cfg.data.train_files, "data.train_files");
   check_inputs_exist(cfg.data.valid_files, "data.valid_files");
   if (plan.resume) {
-    const std::string own = (fs::path(plan.run_dir) / "tokenizer" / data::kTokenizerModelFile).string();
+    const std::string own_dir = checkpoint::RunLayout(plan.run_dir).tokenizer_dir();
     std::error_code ec;
-    if (fs::exists(own, ec) && data::file_fingerprint(own) != plan.resume->state.tokenizer_fingerprint)
-      throw Error(fmt::format("{} is not the tokenizer checkpoint {} was trained with (fingerprint {}, the "
-                              "checkpoint's {}); a run continues with its own tokenizer. Remove it (the resume puts "
-                              "the checkpoint's back), or start a new run with --init-from {} in another --run-dir",
-                              own, plan.resume->dir, data::file_fingerprint(own),
-                              plan.resume->state.tokenizer_fingerprint, plan.resume->dir));
+    for (const char* name : {data::kTokenizerJsonFile, data::kTokenizerModelFile}) {
+      const std::string own = (fs::path(own_dir) / name).string();
+      if (!fs::exists(own, ec)) continue;
+      const std::string fingerprint = data::Tokenizer::load(own_dir).fingerprint();
+      if (fingerprint != plan.resume->state.tokenizer_fingerprint)
+        throw Error(fmt::format("{} is not the tokenizer checkpoint {} was trained with (fingerprint {}, the "
+                                "checkpoint's {}); a run continues with its own tokenizer. Remove it (the resume puts "
+                                "the checkpoint's back), or start a new run with --init-from {} in another --run-dir",
+                                own, plan.resume->dir, fingerprint, plan.resume->state.tokenizer_fingerprint,
+                                plan.resume->dir));
+      break;
+    }
     return;
   }
   if (!plan.init && !cfg.tokenizer.model.empty()) {
     try {
-      data::Tokenizer::load(cfg.tokenizer.model);
+      const data::Tokenizer tok = data::Tokenizer::load(cfg.tokenizer.model);
+      tok.check_mlm_roles();
+      // The model's embedding has a row for every id of the tokenizer.
+      const int64_t rows = cfg.model.vocab_size;
+      if (rows != 0 && rows != tok.vocab_size())
+        throw Error(fmt::format("tokenizer {} has {} ids but model.vocab_size is {}{}; set model.vocab_size: 0 to take "
+                                "it from the tokenizer", tok.model_path(), tok.vocab_size(), rows,
+                                rows < tok.vocab_size() ? ": ids beyond the model's embedding rows" : ""));
     } catch (const Error& e) {
       throw Error(fmt::format("tokenizer.model: {}", e.what()));
     }

@@ -78,7 +78,7 @@ TrainStep::TrainStep(const config::Config& cfg, int64_t vocab_size, const Placem
                             "take it from the tokenizer", cfg_.model.vocab_size, vocab_size));
   check_training_memory(cfg_, vocab_size, core::device_memory_bytes(device_), device_.str());
   torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed));
-  model_ = model::RoFormerForMaskedLM(model::RoFormerOptions(cfg_.model, vocab_size));
+  model_ = model::RoFormerForMaskedLM(model::RoFormerOptions(cfg_.model, vocab_size).pad_token_id(options_.pad_token_id));
   model_->to(device_);
   model_->train();
   const config::ModelConfig& m = cfg_.model;

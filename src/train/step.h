@@ -64,6 +64,9 @@ struct StepOptions {
   // sticky non-finite flag, no read-back), so its logic is tested on a machine without a GPU.
   bool sync_free_on_cpu = false;
   core::Faults faults;  // the tests' fault injection (none unless set)
+  // The tokenizer's padding id: its word-embedding row starts at zero and takes no gradient
+  // (model::RoFormerOptions::pad_token_id). SentencePiece's [PAD] is 0.
+  int64_t pad_token_id = 0;
 };
 
 // Wall-clock seconds per phase of one step, summed over the micro-batches. On CUDA the phases are

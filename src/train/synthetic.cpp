@@ -14,6 +14,11 @@ namespace roformer::train {
 
 namespace {
 
+// Random batches use the ids of roformer's SentencePiece tokenizers: [CLS]=2 [SEP]=3 [MASK]=4, the
+// ordinary ids from 5 on.
+const data::SpecialTokens kSpecial = data::SpecialTokens::sentencepiece();
+constexpr int64_t kFirstOrdinary = 5;
+
 data::LoaderOptions synthetic_loader_options(const config::Config& cfg, bool pin_memory) {
   auto o = data::loader_options_from_config(cfg, cfg.train.batch_size);
   o.seed = cfg.train.seed;
@@ -26,7 +31,7 @@ data::LoaderOptions synthetic_loader_options(const config::Config& cfg, bool pin
 SyntheticBatches::SyntheticBatches(const config::Config& cfg, bool pin_memory)
     : vocab_size_(cfg.model.vocab_size), options_(synthetic_loader_options(cfg, pin_memory)),
       rng_(static_cast<uint64_t>(options_.seed)) {
-  if (vocab_size_ < data::Tokenizer::kNumSpecial + 1)
+  if (vocab_size_ < kFirstOrdinary + 1)
     throw Error(fmt::format("synthetic data needs model.vocab_size of at least 6 (5 special tokens + 1), got {}; "
                             "e.g. --set model.vocab_size=8000", vocab_size_));
 }
@@ -35,8 +40,8 @@ data::Batch SyntheticBatches::next() {
   const int64_t B = options_.batch_size, T = options_.max_seq_len, content = T - 2;
   const auto& m = options_.masking;
   const int64_t n_mask = std::max<int64_t>(1, std::llround(m.mask_prob * static_cast<double>(content)));
-  const uint64_t n_ordinary = static_cast<uint64_t>(vocab_size_ - data::Tokenizer::kNumSpecial);
-  auto ordinary = [&] { return static_cast<int64_t>(data::Tokenizer::kNumSpecial + rng_.next() % n_ordinary); };
+  const uint64_t n_ordinary = static_cast<uint64_t>(vocab_size_ - kFirstOrdinary);
+  auto ordinary = [&] { return static_cast<int64_t>(kFirstOrdinary + rng_.next() % n_ordinary); };
 
   auto ids = torch::empty({B, T}, torch::kInt64);            // (B, T)
   auto labels = torch::full({B, T}, -100, torch::kInt64);    // (B, T)
@@ -50,8 +55,8 @@ data::Batch SyntheticBatches::next() {
   int64_t p = 0;
   for (int64_t b = 0; b < B; ++b) {
     int64_t* row = id + b * T;
-    row[0] = data::Tokenizer::kCls;
-    row[T - 1] = data::Tokenizer::kSep;
+    row[0] = kSpecial.cls;
+    row[T - 1] = kSpecial.sep;
     for (int64_t t = 1; t < T - 1; ++t) row[t] = ordinary();
     // n_mask distinct content positions (partial Fisher-Yates), then ascending like the loader's.
     std::iota(order.begin(), order.end(), int64_t{1});
@@ -66,7 +71,7 @@ data::Batch SyntheticBatches::next() {
       plab[p++] = row[t];
       const double r = rng_.uniform();
       if (r < m.mask_token_rate)
-        row[t] = data::Tokenizer::kMask;
+        row[t] = kSpecial.mask;
       else if (r < m.mask_token_rate + m.random_token_rate)
         row[t] = ordinary();
     }

@@ -7,17 +7,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "core/hash.h"
 #include "data/prepared_cache.h"
 #include "data/tokenizer_cache.h"
 #include "train/length_phases.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace roformer::train {
-namespace files = checkpoint::files;
 namespace fs = std::filesystem;
 
 TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
@@ -84,23 +82,29 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
   std::string path;
   if (plan.resume) {
     const std::string& dir = plan.resume->dir;
-    path = checkpoint::RunLayout(plan.run_dir).tokenizer_model();
-    const std::string saved = (fs::path(dir) / files::kTokenizer).string();
-    if (!fs::exists(path) || core::file_checksum(path) != core::file_checksum(saved)) {
-      // Written whole or not at all (a full disk leaves no truncated copy for the next resume to refuse).
-      fs::create_directories(fs::path(path).parent_path());
-      core::write_file_atomic(path, core::read_file(saved, "checkpoint tokenizer"));
-    }
-    tokenizer_ = data::Tokenizer::load(path);
-    if (tokenizer_->fingerprint() != plan.resume->state.tokenizer_fingerprint)
+    const data::Tokenizer saved = data::Tokenizer::load(dir);
+    if (saved.fingerprint() != plan.resume->state.tokenizer_fingerprint)
       throw Error(fmt::format("the tokenizer in checkpoint {} does not match its recorded fingerprint; the "
                               "checkpoint is damaged", dir));
+    const std::string own_dir = checkpoint::RunLayout(plan.run_dir).tokenizer_dir();
+    path = (fs::path(own_dir) / saved.files().front().first).string();
+    bool current = false;  // the run directory's copy is that tokenizer (a damaged copy is written again)
+    try {
+      std::error_code ec;
+      current = fs::exists(path, ec) && data::Tokenizer::load(own_dir).fingerprint() == saved.fingerprint();
+    } catch (const Error&) {
+    }
+    if (!current) saved.save(own_dir);
+    tokenizer_ = data::Tokenizer::load(own_dir);
     return;
   }
   path = plan.init ? adopt_init_tokenizer(*plan.init, plan.cfg, plan.run_dir) : plan.cfg.tokenizer.model;
   if (path.empty()) path = train_run_tokenizer(plan.cfg, plan.run_dir, main_rank);
   tokenizer_ = data::Tokenizer::load(path);
-  spdlog::info("tokenizer {} ({} pieces, fingerprint {})", path, tokenizer_->vocab_size(), tokenizer_->fingerprint());
+  tokenizer_->check_mlm_roles();
+  spdlog::info("tokenizer {} ({}, {} ids, special {}, fingerprint {})", tokenizer_->model_path(),
+               tokenizer_->description(), tokenizer_->vocab_size(), tokenizer_->special_tokens().describe(),
+               tokenizer_->fingerprint());
 }
 
 // The run's own tokenizer, trained from the config's tokenizer.* settings: one left by an earlier

@@ -47,6 +47,7 @@ TrainingRun::TrainingRun(Plan plan)
   setup_data();
   StepOptions step_options;
   step_options.faults = plan_.faults;
+  step_options.pad_token_id = data_->tokenizer().special_tokens().pad;
   step_ = std::make_unique<TrainStep>(plan_.cfg, data_->vocab_size(), placement_, step_options);
   setup_starting_point();
 }

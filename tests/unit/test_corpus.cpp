@@ -12,7 +12,7 @@
 #include "data/byte_stream.h"
 #include "data/corpus.h"
 #include "data/text_reader.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data_test_text.h"
 #include "test_util.h"
 

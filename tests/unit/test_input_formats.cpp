@@ -15,7 +15,7 @@
 #include "data/input_files.h"
 #include "data/parquet_reader.h"
 #include "data/text_reader.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data_test_text.h"
 #include "test_util.h"
 

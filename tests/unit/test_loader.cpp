@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "data/corpus.h"
 #include "data/loader.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data_test_text.h"
 #include "test_util.h"
 
@@ -20,6 +20,10 @@ namespace rt = roformer::test;
 using roformer::test::error_of;
 
 namespace {
+
+// The corpora here are prepared with roformer's SentencePiece tokenizers: special ids 0-4.
+const SpecialTokens kSpecial = SpecialTokens::sentencepiece();
+constexpr int64_t kFirstOrdinary = 5;
 
 std::vector<int64_t> to_vector(const torch::Tensor& t) {
   const auto c = t.contiguous();
@@ -55,7 +59,7 @@ void check_batch(const Batch& b, int64_t vocab) {
       EXPECT_LT(pos[k - 1], pos[k]) << "pred_positions must ascend";
     }
     EXPECT_EQ(labels[pos[k]], plabels[k]);
-    EXPECT_GE(plabels[k], Tokenizer::kNumSpecial) << "a special token was chosen";
+    EXPECT_GE(plabels[k], kFirstOrdinary) << "a special token was chosen";
     EXPECT_LT(plabels[k], vocab);
   }
   for (int64_t k = 0; k < B * T; ++k) {
@@ -63,10 +67,10 @@ void check_batch(const Batch& b, int64_t vocab) {
       EXPECT_EQ(labels[k], -100);
     } else {
       // Replacements are [MASK] or ordinary tokens: a special id in the input is never a random pick.
-      EXPECT_TRUE(ids[k] == Tokenizer::kMask || ids[k] >= Tokenizer::kNumSpecial) << ids[k];
+      EXPECT_TRUE(ids[k] == kSpecial.mask || ids[k] >= kFirstOrdinary) << ids[k];
     }
   }
-  for (int64_t r = 0; r < B; ++r) EXPECT_EQ(ids[r * T], Tokenizer::kCls);
+  for (int64_t r = 0; r < B; ++r) EXPECT_EQ(ids[r * T], kSpecial.cls);
 }
 
 class LoaderTest : public ::testing::Test {
@@ -115,7 +119,7 @@ TEST_F(LoaderTest, FullPackingLayout) {
   std::vector<int64_t> stream;
   for (int64_t d = 0; d < corpus()->num_documents(); ++d) {
     for (const int32_t id : corpus()->document(d)) stream.push_back(id);
-    stream.push_back(Tokenizer::kSep);
+    stream.push_back(kSpecial.sep);
   }
   const auto batches = make_eval_batches(corpus(), options(4, T), 10, 4, 5);
   ASSERT_EQ(batches.size(), 3u);
@@ -127,9 +131,9 @@ TEST_F(LoaderTest, FullPackingLayout) {
     EXPECT_EQ(b.num_tokens, b.input_ids.numel());
     const auto orig = to_vector(originals(b));
     for (int64_t r = 0; r < b.input_ids.size(0); ++r, ++row) {
-      std::vector<int64_t> expected = {Tokenizer::kCls};
+      std::vector<int64_t> expected = {kSpecial.cls};
       expected.insert(expected.end(), stream.begin() + row * (T - 2), stream.begin() + (row + 1) * (T - 2));
-      expected.push_back(Tokenizer::kSep);
+      expected.push_back(kSpecial.sep);
       EXPECT_EQ(std::vector<int64_t>(orig.begin() + r * T, orig.begin() + (r + 1) * T), expected) << "sequence " << row;
     }
   }
@@ -149,10 +153,10 @@ TEST_F(LoaderTest, MaskingStatistics) {
       int64_t row_maskable = 0, row_predicted = 0;
       for (int64_t t = 0; t < T; ++t) {
         const int64_t k = r * T + t;
-        row_maskable += orig[k] >= Tokenizer::kNumSpecial;
+        row_maskable += orig[k] >= kFirstOrdinary;
         if (labels[k] == -100) continue;
         ++row_predicted;
-        if (ids[k] == Tokenizer::kMask) {
+        if (ids[k] == kSpecial.mask) {
           ++as_mask;
         } else if (ids[k] == orig[k]) {
           ++kept;
@@ -190,10 +194,10 @@ TEST_F(LoaderTest, BernoulliAndCustomRates) {
       int64_t rp = 0;
       for (int64_t t = 0; t < 64; ++t) {
         const int64_t k = r * 64 + t;
-        maskable += orig[k] >= Tokenizer::kNumSpecial;
+        maskable += orig[k] >= kFirstOrdinary;
         if (labels[k] == -100) continue;
         ++rp;
-        as_mask += ids[k] == Tokenizer::kMask;
+        as_mask += ids[k] == kSpecial.mask;
         kept += ids[k] == orig[k];
       }
       predicted += rp;
@@ -218,12 +222,12 @@ TEST_F(LoaderTest, WholeWordMaskingCoversWholeWords) {
     for (int64_t r = 0; r < 8; ++r) {
       for (int64_t t = 1; t < 64; ++t) {
         const int64_t k = r * 64 + t;
-        if (orig[k] < Tokenizer::kNumSpecial) continue;
+        if (orig[k] < kFirstOrdinary) continue;
         ++maskable;
         const bool p = labels[k] != -100;
         predicted += p;
         // A continuation piece shares its word's fate; so does the piece before it.
-        const bool continuation = !corpus()->is_word_start(orig[k]) && orig[k - 1] >= Tokenizer::kNumSpecial;
+        const bool continuation = !corpus()->is_word_start(orig[k]) && orig[k - 1] >= kFirstOrdinary;
         if (continuation) {
           EXPECT_EQ(p, labels[k - 1] != -100) << "word split at row " << r << " position " << t;
           continuations_predicted += p;
@@ -423,14 +427,14 @@ TEST_F(LoaderTest, DocumentPackingPadsAndSetsAttentionMask) {
     check_batch(b, corpus()->vocab_size());
     if (!b.attention_mask.defined()) continue;
     saw_padding = true;
-    EXPECT_TRUE(torch::equal(b.attention_mask, b.input_ids.ne(Tokenizer::kPad).to(torch::kInt64)));
+    EXPECT_TRUE(torch::equal(b.attention_mask, b.input_ids.ne(kSpecial.pad).to(torch::kInt64)));
     EXPECT_EQ(b.num_tokens, b.attention_mask.sum().item<int64_t>());
     const auto ids = to_vector(b.input_ids), mask = to_vector(b.attention_mask);
     for (int64_t r = 0; r < 6; ++r) {
       // [CLS] tokens [SEP] then only [PAD].
       int64_t len = 0;
       while (len < 128 && mask[r * 128 + len]) ++len;
-      EXPECT_EQ(ids[r * 128 + len - 1], Tokenizer::kSep);
+      EXPECT_EQ(ids[r * 128 + len - 1], kSpecial.sep);
       for (int64_t t = len; t < 128; ++t) EXPECT_EQ(mask[r * 128 + t], 0);
     }
   }
@@ -441,7 +445,7 @@ TEST_F(LoaderTest, DocumentPackingPadsAndSetsAttentionMask) {
   const auto orig = to_vector(originals(eval[0]));
   const int64_t n = std::min<int64_t>(126, static_cast<int64_t>(doc.size()));
   for (int64_t t = 0; t < n; ++t) EXPECT_EQ(orig[1 + t], doc[t]);
-  EXPECT_EQ(orig[n + 1], Tokenizer::kSep);
+  EXPECT_EQ(orig[n + 1], kSpecial.sep);
 }
 
 TEST_F(LoaderTest, PermutationIsABijection) {

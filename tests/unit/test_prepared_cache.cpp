@@ -11,7 +11,7 @@
 
 #include "data/corpus.h"
 #include "data/prepared_cache.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data_test_text.h"
 #include "test_util.h"
 

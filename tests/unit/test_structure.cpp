@@ -262,7 +262,7 @@ TEST(Structure, ThePositionSchemeIsChosenInOnePlace) {
 // every reader and writer asks the layout, so a renamed file cannot leave one reader behind. Tests may spell them: they check the contract.
 TEST(Structure, TheRunDirectoryLayoutIsNamedInOneFile) {
   const std::vector<std::string> names = {"checkpoints", "latest", "metrics.jsonl", "config.yaml", "train.log",
-                                          "tokenizer.model", "tensorboard", ".lock"};
+                                          "tokenizer.model", "tokenizer.json", "tensorboard", ".lock"};
   const std::vector<std::string> homes = {"run_layout.h", "run_dir_names.h", "files.h", "tokenizer.h"};
   const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
     if (std::find(homes.begin(), homes.end(), file.filename().string()) != homes.end()) return;

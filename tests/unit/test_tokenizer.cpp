@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "data/spm_model.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 #include "data_test_text.h"
 #include "test_util.h"
 
@@ -53,15 +53,37 @@ std::string* TokenizerTest::model_ = nullptr;
 
 }  // namespace
 
+// A directory holding the .model loads it; the fingerprint is the .model file's (as before the
+// tokenizer.json reader existed: prepared data and checkpoints of earlier runs still match); the
+// tokenizer's files are what a checkpoint keeps.
+TEST_F(TokenizerTest, LoadsFromItsDirectoryAndSavesItsFile) {
+  const Tokenizer tok = Tokenizer::load(*model_);
+  EXPECT_EQ(tok.fingerprint(), file_fingerprint(*model_));
+  const Tokenizer from_dir = Tokenizer::load(dir_->str("tok"));
+  EXPECT_EQ(from_dir.model_path(), *model_);
+  EXPECT_EQ(from_dir.fingerprint(), tok.fingerprint());
+  EXPECT_EQ(tok.description(), "SentencePiece unigram");
+  EXPECT_EQ(tok.add_special_tokens({7, 8}), (std::vector<int32_t>{2, 7, 8, 3}));
+  rt::TempDir out;
+  const std::string saved = tok.save(out.str("copy"));
+  EXPECT_EQ(saved, out.str("copy/tokenizer.model"));
+  EXPECT_EQ(rt::read_file(saved), rt::read_file(*model_));
+  EXPECT_EQ(Tokenizer::load(out.str("copy")).fingerprint(), tok.fingerprint());
+  EXPECT_NO_THROW(tok.check_mlm_roles());
+}
+
 TEST_F(TokenizerTest, SpecialIdsAreFixed) {
   EXPECT_EQ(*model_, dir_->str("tok/tokenizer.model"));
   const Tokenizer tok = Tokenizer::load(*model_);
   EXPECT_EQ(tok.vocab_size(), 300);
-  EXPECT_EQ(tok.id_to_piece(Tokenizer::kPad), "[PAD]");
-  EXPECT_EQ(tok.id_to_piece(Tokenizer::kUnk), "[UNK]");
-  EXPECT_EQ(tok.id_to_piece(Tokenizer::kCls), "[CLS]");
-  EXPECT_EQ(tok.id_to_piece(Tokenizer::kSep), "[SEP]");
-  EXPECT_EQ(tok.id_to_piece(Tokenizer::kMask), "[MASK]");
+  const SpecialTokens s = tok.special_tokens();
+  EXPECT_EQ(s, SpecialTokens::sentencepiece());
+  EXPECT_EQ(tok.id_to_piece(s.pad), "[PAD]");
+  EXPECT_EQ(tok.id_to_piece(s.unk), "[UNK]");
+  EXPECT_EQ(tok.id_to_piece(s.cls), "[CLS]");
+  EXPECT_EQ(tok.id_to_piece(s.sep), "[SEP]");
+  EXPECT_EQ(tok.id_to_piece(s.mask), "[MASK]");
+  EXPECT_EQ(tok.special_ids(), (std::vector<int32_t>{0, 1, 2, 3, 4}));
   for (int32_t id = 0; id < 5; ++id) EXPECT_TRUE(tok.is_special(id));
   EXPECT_FALSE(tok.is_special(5));
   EXPECT_EQ(tok.model_path(), *model_);
@@ -73,11 +95,11 @@ TEST_F(TokenizerTest, SpecialTokensNeverProducedFromText) {
   for (const std::string text : {"[MASK]", "[PAD]", "[CLS] the jury [SEP]", "[UNK]", "a [MASK] b [MASK][MASK]", "<s> </s> <unk>"}) {
     const auto ids = tok.encode(text);
     ASSERT_FALSE(ids.empty()) << text;
-    for (const int32_t id : ids) EXPECT_GE(id, Tokenizer::kNumSpecial) << "special id " << id << " from \"" << text << "\"";
+    for (const int32_t id : ids) EXPECT_GE(id, 5) << "special id " << id << " from \"" << text << "\"";
   }
   // Unknown characters give [UNK] (id 1), so the check above is not vacuous.
   const auto unk = tok.encode("\xE4\xB8\xAD");  // a CJK character absent from the training text
-  EXPECT_NE(std::find(unk.begin(), unk.end(), Tokenizer::kUnk), unk.end());
+  EXPECT_NE(std::find(unk.begin(), unk.end(), tok.special_tokens().unk), unk.end());
 }
 
 TEST_F(TokenizerTest, RoundTrip) {
@@ -170,9 +192,9 @@ TEST_F(TokenizerTest, BpeAndJsonlInput) {
   o.model_type = "bpe";
   o.text_field = "body";
   const Tokenizer tok = Tokenizer::load(train_tokenizer(o));
-  EXPECT_EQ(tok.id_to_piece(Tokenizer::kMask), "[MASK]");
+  EXPECT_EQ(tok.id_to_piece(tok.special_tokens().mask), "[MASK]");
   EXPECT_EQ(tok.decode(tok.encode("the city")), "the city");
-  for (const int32_t id : tok.encode("[MASK] [PAD]")) EXPECT_GE(id, Tokenizer::kNumSpecial);
+  for (const int32_t id : tok.encode("[MASK] [PAD]")) EXPECT_GE(id, 5);
   o.text_field = "missing";
   o.out_dir = dir_->str("bpe-missing");
   const std::string msg = error_of([&] { train_tokenizer(o); });
@@ -299,13 +321,13 @@ TEST_F(TokenizerBadInput, EmptyInput) {
 
 TEST_F(TokenizerBadInput, LoadMissingOrForeignModel) {
   std::string msg = error_of([&] { Tokenizer::load(dir_->str("none.model")); });
-  EXPECT_NE(msg.find("tokenizer model not found"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tokenizer not found: " + dir_->str("none.model")), std::string::npos) << msg;
   rt::write_file(dir_->str("junk.model"), "not a model");
   msg = error_of([&] { Tokenizer::load(dir_->str("junk.model")); });
   EXPECT_NE(msg.find("cannot load tokenizer " + dir_->str("junk.model") + ": the file is not a SentencePiece model"),
             std::string::npos) << msg;
   msg = error_of([&] { Tokenizer::load(dir_->str()); });
-  EXPECT_NE(msg.find("tokenizer model " + dir_->str() + " is a directory; give the .model file itself"),
+  EXPECT_NE(msg.find("tokenizer " + dir_->str() + " is a directory without a tokenizer.json or tokenizer.model"),
             std::string::npos) << msg;
 }
 
