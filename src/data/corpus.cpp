@@ -168,6 +168,15 @@ PartMeta read_part_meta(const std::string& dir, const std::string& expected_fing
   return m;
 }
 
+// One byte per id of the part's vocabulary: 1 for its special ids and its roles' ids.
+std::vector<uint8_t> special_id_flags(const PartMeta& m) {
+  std::vector<uint8_t> flags(static_cast<size_t>(m.vocab), 0);
+  for (const int64_t id : m.special_ids) flags[static_cast<size_t>(id)] = 1;
+  for (const int32_t id : {m.special.pad, m.special.unk, m.special.cls, m.special.sep, m.special.mask})
+    if (id >= 0) flags[static_cast<size_t>(id)] = 1;
+  return flags;
+}
+
 }  // namespace
 
 // Maps and checks one directory's files; they follow the parts before it in the stream.
@@ -182,10 +191,7 @@ void PreparedCorpus::add_part(const std::string& dir, const std::string& expecte
     vocab_size_ = vocab;
     token_bytes_ = token_bytes;
     special_ = m.special;
-    special_ids_.assign(static_cast<size_t>(vocab), 0);
-    for (const int64_t id : m.special_ids) special_ids_[static_cast<size_t>(id)] = 1;
-    for (const int32_t id : {special_.pad, special_.unk, special_.cls, special_.sep, special_.mask})
-      if (id >= 0) special_ids_[static_cast<size_t>(id)] = 1;
+    special_ids_ = special_id_flags(m);
     const MappedFile words = map_checked(root / format::kWordStartsFile, kWordMagic, 1, fingerprint_);
     word_map_ = {words.base, words.size};
     word_starts_ = static_cast<const uint8_t*>(words.base) + sizeof(FileHeader);
