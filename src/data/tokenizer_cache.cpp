@@ -13,6 +13,7 @@
 #include "core/file.h"
 #include "core/hash.h"
 #include "data/input_files.h"
+#include "data/tokenizer.h"
 
 namespace roformer::data {
 namespace fs = std::filesystem;

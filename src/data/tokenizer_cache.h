@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace roformer::data {
 
