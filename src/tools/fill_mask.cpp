@@ -78,16 +78,29 @@ struct Masking {
   const bool found_by_tokenizer;
 };
 
+// The longest text the model takes: a learned absolute table's rows (model::PositionScheme::max_length,
+// as eval's --seq-len), else what attention over one sequence can hold (its scores grow with the
+// square of the length), as eval's bound.
+struct LengthLimit {
+  int64_t tokens;
+  std::string why;
+};
+
+LengthLimit length_limit(const model::PositionScheme& positions) {
+  if (const auto longest = positions.max_length())
+    return {*longest, "model.max_position_embeddings: its learned absolute position table has no rows beyond"};
+  return {int64_t{1} << 20, "attention's scores grow with the square of the length"};
+}
+
 // Why a text cannot be filled, or "" when it can: no mask in it, or (ids: its encoding) longer
 // than the model takes.
-std::string text_problem(const Masking& masking, const std::vector<int64_t>& ids, int64_t max_len) {
+std::string text_problem(const Masking& masking, const std::vector<int64_t>& ids, const LengthLimit& limit) {
   if (std::find(ids.begin(), ids.end(), masking.mask) == ids.end())
     return fmt::format("it has no {} to fill; write {} where a word is to be predicted", masking.text, masking.text);
   const auto length = ids.size();
-  if (static_cast<int64_t>(length) > max_len)
-    return fmt::format("it is {} tokens long with its special tokens; the model takes at most {} "
-                       "(model.max_position_embeddings). It is refused rather than truncated: shorten it",
-                       length, max_len);
+  if (static_cast<int64_t>(length) > limit.tokens)
+    return fmt::format("it is {} tokens long with its special tokens; the model takes at most {} ({}). It is "
+                       "refused rather than truncated: shorten it", length, limit.tokens, limit.why);
   return "";
 }
 
@@ -159,7 +172,7 @@ void run_fill_mask(const FillMaskRequest& req) {
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   const Masking masking(*ck.tokenizer);
   const std::vector<Text> texts = read_texts(req, masking.text);
-  const int64_t max_len = ck.config.model.max_position_embeddings;
+  const LengthLimit limit = length_limit(ck.model->positions());
   const int64_t k = std::min<int64_t>(req.top_k, ck.tokenizer->vocab_size());
   torch::NoGradGuard no_grad;
   int64_t failed = 0;
@@ -174,7 +187,7 @@ void run_fill_mask(const FillMaskRequest& req) {
       continue;
     }
     const auto ids = masking.encode(text);
-    if (const std::string problem = text_problem(masking, ids, max_len); !problem.empty()) {
+    if (const std::string problem = text_problem(masking, ids, limit); !problem.empty()) {
       spdlog::error("{} ({}): {}", name, quoted(text), problem);
       ++failed;
       continue;

@@ -28,9 +28,6 @@ void validate_entry(const config::Config& c, size_t i, int64_t& seq, int64_t& ba
   if (i > 0 && p.from_step <= c.train.phases[i - 1].from_step)
     config::invalid(fmt::format("{}.from_step ({}) must be greater than the previous phase's ({}): list the phases in "
                                 "order", key, p.from_step, c.train.phases[i - 1].from_step));
-  if (p.from_step >= c.train.steps)
-    config::invalid(fmt::format("{}.from_step ({}) must be < train.steps ({}): the phase would train no step", key,
-                                p.from_step, c.train.steps));
   if (p.max_seq_len && *p.max_seq_len < 8)
     config::invalid(fmt::format("{}.max_seq_len ({}) must be at least 8 (or left out: the previous phase's)", key,
                                 *p.max_seq_len));
@@ -68,7 +65,10 @@ void validate_shape(const config::Config& c, const LengthPhase& p) {
 
 }  // namespace
 
-std::vector<LengthPhase> resolve_length_phases(const config::Config& c) {
+namespace {
+
+// Every entry's phase, those from train.steps on included (they train no step of this run).
+std::vector<LengthPhase> resolve_every_phase(const config::Config& c) {
   std::vector<LengthPhase> out = {
       {0, c.train.steps, c.data.max_seq_len, c.train.batch_size, "data.max_seq_len", "train.batch_size"}};
   for (size_t i = 0; i < c.train.phases.size(); ++i) {
@@ -83,10 +83,33 @@ std::vector<LengthPhase> resolve_length_phases(const config::Config& c) {
   return out;
 }
 
+}  // namespace
+
+std::vector<LengthPhase> resolve_length_phases(const config::Config& c) {
+  std::vector<LengthPhase> out = resolve_every_phase(c);
+  // A run cut short (train.steps lowered for a smoke test, say) trains the phases it reaches.
+  while (out.size() > 1 && out.back().first_step >= c.train.steps) out.pop_back();
+  out.back().end_step = c.train.steps;
+  return out;
+}
+
+std::string phases_cut_short(const config::Config& c) {
+  const size_t reached = resolve_length_phases(c).size() - 1;  // entries of train.phases the run reaches
+  const size_t n = c.train.phases.size();
+  if (reached == n) return "";
+  const std::string left = reached + 1 == n ? fmt::format("train.phases[{}]", reached)
+                                            : fmt::format("train.phases[{}] to [{}]", reached, n - 1);
+  return fmt::format("train.steps {} ends before train.phases[{}] begins (from_step {}): the run trains {} of the "
+                     "config's {} length phases, leaving out {} (more train.steps trains {})",
+                     c.train.steps, reached, c.train.phases[reached].from_step, reached + 1, n + 1, left,
+                     reached + 1 == n ? "it" : "them");
+}
+
 void validate_length_phases(const config::Config& c) {
   int64_t seq = c.data.max_seq_len, batch = c.train.batch_size;
   for (size_t i = 0; i < c.train.phases.size(); ++i) validate_entry(c, i, seq, batch);
-  for (const LengthPhase& p : resolve_length_phases(c)) validate_shape(c, p);
+  // Every phase's shape, a phase past a shortened run's end too: the config holds for the full run.
+  for (const LengthPhase& p : resolve_every_phase(c)) validate_shape(c, p);
   if (c.eval.max_seq_len != 0 && c.eval.max_seq_len < 8)
     config::invalid(fmt::format("eval.max_seq_len ({}) must be at least 8, or 0 for the length training ends with",
                                 c.eval.max_seq_len));

@@ -33,13 +33,18 @@ struct LengthPhase {
 };
 
 // The phases of a config: the first (data.max_seq_len and train.batch_size from step 0), then one per
-// train.phases entry; the last ends at train.steps.
+// train.phases entry that begins before train.steps; the last ends at train.steps.
 std::vector<LengthPhase> resolve_length_phases(const config::Config& c);
 
-// The rules (train/run_config.h): train.phases' entries in order within train.steps, each changing
-// the shape of the phase before it (entering a phase starts its data order anew); every phase's
-// shape within the position table, predicting something (data::validate_masking_shape) in a step
-// that fits in 64 bits; eval.max_seq_len. Throws roformer::Error naming the key to change.
+// A run whose train.steps ends before some train.phases entries begin trains the phases it reaches
+// (a smoke test of a phased config, say): the warning that says which it leaves out, or "".
+std::string phases_cut_short(const config::Config& c);
+
+// The rules (train/run_config.h): train.phases' entries in order, each changing the shape of the
+// phase before it (entering a phase starts its data order anew); every phase's shape (an entry from
+// train.steps on, which trains no step of a run cut short, too) within the position table,
+// predicting something (data::validate_masking_shape) in a step that fits in 64 bits;
+// eval.max_seq_len. Throws roformer::Error naming the key to change.
 void validate_length_phases(const config::Config& c);
 
 // The sequence length evaluation runs at: eval.max_seq_len, or (0) the length training ends with.

@@ -42,6 +42,7 @@ TrainingRun::TrainingRun(Plan plan)
     const LrSchedule schedule(plan_.cfg.schedule, plan_.cfg.optimizer.lr, plan_.cfg.train.steps);
     if (const std::string why = schedule.shortened(); !why.empty()) spdlog::warn("{}", why);
     if (const std::string why = schedule.never_decays(); !why.empty()) spdlog::warn("{}", why);
+    if (const std::string why = phases_cut_short(plan_.cfg); !why.empty()) spdlog::warn("{}", why);
   }
   check_ranks_start_alike();
   setup_data();

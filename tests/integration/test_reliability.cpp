@@ -418,6 +418,23 @@ TEST_F(Reliability, ASmokeRunShortensTheScheduleWithOneWarning) {
   EXPECT_EQ(smoke.output.find("never decays"), std::string::npos) << smoke.output;
 }
 
+// A phased config's smoke run (issue 55): train.steps ending before a phase begins trains the phases
+// it reaches, says once which it leaves out, and a resume with the full train.steps enters them.
+TEST_F(Reliability, APhasedRunCutShortTrainsThePhasesItReaches) {
+  const std::string phases = "--set 'train.phases=[{from_step: 2, max_seq_len: 64}, {from_step: 5, batch_size: 2}]'";
+  const auto smoke = train("smoke", phases + " --set train.steps=4");
+  ASSERT_EQ(smoke.exit_code, 0) << smoke.output;
+  const std::string said = "[warning] train.steps 4 ends before train.phases[1] begins (from_step 5): the run trains 2 "
+                           "of the config's 3 length phases, leaving out train.phases[1] (more train.steps trains it)";
+  ASSERT_NE(smoke.output.find(said), std::string::npos) << smoke.output;
+  EXPECT_EQ(smoke.output.find(said, smoke.output.find(said) + 1), std::string::npos) << "said twice\n" << smoke.output;
+  EXPECT_EQ(read_metrics(tmp_.str("smoke")).rbegin()->second["seq_len"], 64) << "the run ends in the phase it reached";
+  const auto resumed = train("smoke", phases + " --set train.steps=7 --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("ends before train.phases"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("length phase 3 of 3"), std::string::npos) << resumed.output;
+}
+
 // eval's counts and lengths out of range are refused naming the flag, before any data is read; a
 // temporary folder it cannot use is named as TMPDIR.
 TEST_F(Reliability, EvalArgumentsAndItsTemporaryFolderAreNamed) {
