@@ -202,10 +202,12 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
     core::StagingDir staging(out_dir, ".export-staging-");
     core::save_safetensors((staging / "model.safetensors").string(), unique, {{"format", "pt"}});
     if (converted) core::write_file_checked((staging / "spiece.model").string(), tokenizer_files.front().second);
-    // What `train --init-from` checks the export against: a spiece.model swapped afterwards is refused.
+    // What `train --init-from` checks the export against: the tokenizer file it reads (spiece.model,
+    // or a tokenizer.json as it came), missing or swapped afterwards, is refused.
     const nlohmann::json record = {{"format", "roformer-export"},
                                    {"checkpoint", core::utf8_or_escaped(ck.dir)},
                                    {"step", ck.state.step},
+                                   {"tokenizer_file", converted ? "spiece.model" : data::kTokenizerJsonFile},
                                    {"tokenizer_fingerprint", ck.tokenizer->fingerprint()}};
     core::write_file_checked((staging / train::kExportRecordFile).string(), record.dump(2) + "\n");
     write_hf_tokenizer(tokenizer, *ck.tokenizer, staging.path().string(), tok_options);

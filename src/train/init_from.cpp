@@ -37,14 +37,26 @@ constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.w
 constexpr std::string_view kPositionTable = "embeddings.position_embeddings.weight";  // absolute.cpp's table
 
 // The export's tokenizer must be the one it was exported with (its record, from exports that
-// write one): weights used with another tokenizer read other words for every id.
-void check_export_tokenizer(const InitSource& s) {
+// write one): weights used with another tokenizer read other words for every id. The record names
+// the file (from 2026-11-28 on): that one is read, and its absence is said as such.
+void check_export_tokenizer(InitSource& s) {
   const fs::path record_path = fs::path(s.dir) / kExportRecordFile;
   std::error_code ec;
   if (!fs::exists(record_path, ec)) return;  // an export written before the record existed
   const std::string origin = "--init-from: " + record_path.string(), advice = "export the checkpoint again";
   const json record = core::parse_json(core::read_file(record_path.string(), "export record"), origin, advice);
-  const std::string recorded = core::JsonReader(record, origin, advice).string("tokenizer_fingerprint");
+  const core::JsonReader reader(record, origin, advice);
+  if (record.contains("tokenizer_file")) {
+    const std::string name = reader.string("tokenizer_file");
+    const fs::path file = fs::path(s.dir) / fs::path(name).filename();
+    if (!fs::exists(file, ec))
+      throw Error(fmt::format("--init-from: {} has no {}, the {} `roformer export` writes next to the weights (its {} "
+                              "names it); the weights are only usable with the tokenizer they were trained with: put "
+                              "it back, or export the checkpoint again", s.dir, name,
+                              name == "spiece.model" ? "SentencePiece model" : "tokenizer", kExportRecordFile));
+    s.tokenizer_model = file.string();
+  }
+  const std::string recorded = reader.string("tokenizer_fingerprint");
   const std::string actual = data::Tokenizer::load(s.tokenizer_model).fingerprint();
   if (actual != recorded)
     throw Error(fmt::format("--init-from: {} is not the tokenizer these weights were exported with (fingerprint {}, "

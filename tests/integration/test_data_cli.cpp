@@ -70,7 +70,8 @@ TEST(DataCli, UserErrorsExitOneWithAMessage) {
   r = rt::run_roformer("prepare --tokenizer " + dir.str("folder") + " --input " + dir.str("a.txt") + " --out " +
                        dir.str("prep"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("tokenizer model " + dir.str("folder") + " is a directory; give the .model file itself"),
+  EXPECT_NE(r.output.find("tokenizer " + dir.str("folder") + " is a directory without a tokenizer.json or "
+                          "tokenizer.model; give the file itself or the directory that holds one"),
             std::string::npos) << r.output;
   r = rt::run_roformer("prepare --tokenizer " + dir.str("a.txt") + " --input " + dir.str("a.txt") + " --out " +
                        dir.str("prep"));

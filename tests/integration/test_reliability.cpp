@@ -375,7 +375,7 @@ TEST_F(Reliability, NothingIsDeletedBeforeWhatTheRunReadsIsChecked) {
   expect_user_error(train("run", "--overwrite --set data.train_files=[" + tmp_.str("trian.txt") + "]"),
                     "data.train_files: input file not found: " + tmp_.str("trian.txt"));
   expect_user_error(train("run", "--overwrite --set tokenizer.model=" + tmp_.str("none.model")),
-                    "tokenizer.model: tokenizer model not found: " + tmp_.str("none.model"));
+                    "tokenizer.model: tokenizer not found: " + tmp_.str("none.model"));
   expect_user_error(train("run", "--overwrite --init-from " + tmp_.str("hf")), "truncated");
   EXPECT_EQ(snapshot(tmp_.str("run")), before);
 

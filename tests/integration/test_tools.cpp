@@ -534,7 +534,7 @@ TEST_F(ToolsTest, InspectAndTheModelCardSayTheResolvedSizes) {
   EXPECT_NE(card.find("| training files | `train.txt` |"), std::string::npos) << card;
   EXPECT_NE(card.find("| training masked | 15% of the tokens |"), std::string::npos) << card;
   EXPECT_NE(card.find("(last evaluation, 15% of the tokens masked)"), std::string::npos) << card;
-  EXPECT_NE(card.find("120 pieces"), std::string::npos) << card;
+  EXPECT_NE(card.find("| tokenizer | SentencePiece unigram, 120 ids;"), std::string::npos) << card;
   EXPECT_EQ(card.find("vocab_size: 0\n"), std::string::npos) << card;
   EXPECT_EQ(card.find("embedding_size: 0\n"), std::string::npos) << card;
 }
