@@ -57,7 +57,7 @@ void register_bench_commands(CLI::App& app) {
                     "of its kernels call) and run nothing")
       ->expected(0, 1)
       ->default_str("all");
-  bench->add_flag("--breakdown", o->breakdown, "CUDA: synchronize between phases to time data/forward/backward/optimizer");
+  bench->add_flag("--breakdown", o->breakdown, "CUDA: synchronize between the step's stages to time data/forward/backward/optimizer");
   bench->add_option("--profile", o->profile,
                     "After the measured steps, profile --profile-steps more (CPU + CUDA) into this Chrome trace "
                     "(.json; summarize with scripts/profile_summary.py)");

@@ -24,7 +24,6 @@
 #include "checkpoint/run_layout.h"
 #include "checkpoint/store.h"
 #include "core/utf8.h"
-#include "tensorboard/event_file.h"
 
 namespace roformer::checkpoint {
 namespace fs = std::filesystem;
@@ -63,7 +62,7 @@ bool is_own_checkpoint(const fs::path& chosen, const std::string& given, const s
   std::error_code ec;
   if (fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path(), ckpt_dir, ec)) return true;
   const bool set_aside = fs::exists(ckpt_dir) && fs::equivalent(chosen.parent_path().parent_path(), ckpt_dir, ec) &&
-                         chosen.parent_path().filename().string().rfind("abandoned-", 0) == 0;
+                         chosen.parent_path().filename().string().rfind(kAbandonedPrefix, 0) == 0;
   if (set_aside)
     throw Error(fmt::format("--resume {} is a checkpoint this run set aside in {} when it resumed from an earlier "
                             "step (its history was left there); it is not resumed in place, over the run's current "
@@ -273,7 +272,7 @@ void delete_earlier_run(const CheckpointPlan& plan, const std::string& run_dir) 
   if (records >= 0 && !fs::remove(layout.metrics(), ec) && ec)
     throw Error(fmt::format("--overwrite: cannot delete '{}': {}", layout.metrics(), ec.message()));
   const fs::path events = layout.tensorboard();
-  const auto event_files = tensorboard::list_event_files(events.string());
+  const auto event_files = layout.event_files();
   for (const auto& name : event_files) {
     fs::remove(events / name, ec);
     if (ec) throw Error(fmt::format("--overwrite: cannot delete '{}': {}", (events / name).string(), ec.message()));
@@ -303,7 +302,7 @@ void carry_out(const CheckpointPlan& plan, const std::string& run_dir) {
   const std::string chosen_name = fs::canonical(plan.resume).filename().string();
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
-  const fs::path aside = dir / fmt::format("abandoned-{}-{}", chosen_name, now);
+  const fs::path aside = dir / fmt::format("{}{}-{}", kAbandonedPrefix, chosen_name, now);
   fs::create_directories(aside, ec);
   for (const auto& c : plan.later) {
     fs::rename(c, aside / fs::path(c).filename(), ec);

@@ -350,6 +350,11 @@ const std::vector<std::pair<ParamDtype, const char*>>& enum_names() {
       {ParamDtype::kAuto, "auto"}, {ParamDtype::kFp32, "fp32"}, {ParamDtype::kBf16, "bf16"}};
   return names;
 }
+template <>
+const std::vector<std::pair<Fp8, const char*>>& enum_names() {
+  static const std::vector<std::pair<Fp8, const char*>> names = {{Fp8::kOff, "off"}, {Fp8::kDynamic, "dynamic"}};
+  return names;
+}
 
 template <class E>
 std::string enum_name(E value) {
@@ -564,6 +569,12 @@ std::vector<Field> build_fields() {
                  "CUDA: replay each micro-batch's forward + backward and the update between logging steps as "
                  "captured CUDA graphs (one per batch shape; the first of each runs eagerly); false: every step "
                  "eagerly. Single process, fused AdamW, bf16 or fp32, no gradient checkpointing; otherwise eager");
+  ROFORMER_FIELD(train, fp8, kRescue,
+                 "off, or dynamic: the encoder layers' linear layers (q, k, v, attention output, feed-forward) as FP8 "
+                 "GEMMs (at::_scaled_mm) with per-tensor dynamic scaling, x and W in E4M3, their gradient in E5M2; "
+                 "attention, the embeddings and the MLM head stay bf16, the parameters and checkpoints are unchanged "
+                 "and evaluation runs bf16. Needs precision bf16; a GPU without FP8 (before sm_89) or a dimension that "
+                 "is not a multiple of 16 runs those layers bf16 and says so once (docs/kernels.md)");
   ROFORMER_FIELD(train, seed, kRefuse, "Seed of initialization, data order, masking and dropout", at_least(0));
   ROFORMER_FIELD(train, run_dir, kExact, "Directory for logs, metrics, checkpoints and the resolved config");
   ROFORMER_FIELD(train, num_threads, kExact, "CPU intra-op threads; 0 keeps LibTorch's default", Constraint{0, 1024, false, false, {}});
@@ -582,8 +593,8 @@ std::vector<Field> build_fields() {
                  one_of({"auto", "bar", "plain"}));
   ROFORMER_FIELD(logging, level, kExact, "Console log level", one_of({"trace", "debug", "info", "warn", "error"}));
   ROFORMER_FIELD(logging, tensorboard, kExact,
-                 "Write TensorBoard event files to RUN_DIR/tensorboard (scalars at every logging step and evaluation, "
-                 "the config, HParams); false writes none");
+                 "Write TensorBoard event files into RUN_DIR, so that tensorboard --logdir names each run by its "
+                 "folder (scalars at every logging step and evaluation, the config, HParams); false writes none");
   // eval
   ROFORMER_FIELD(eval, every, kExact, "Evaluate on the validation set every N steps; 0 only at the end", at_least(0));
   ROFORMER_FIELD(eval, max_sequences, kExact, "Validation sequences evaluated (a fixed, deterministic set)", at_least(1));
@@ -838,6 +849,7 @@ std::string to_string(Attention value) { return enum_name(value); }
 std::string to_string(Activation value) { return enum_name(value); }
 std::string to_string(Precision value) { return enum_name(value); }
 std::string to_string(ParamDtype value) { return enum_name(value); }
+std::string to_string(Fp8 value) { return enum_name(value); }
 
 void invalid(const std::string& msg) { throw Error("invalid config: " + msg); }
 

@@ -29,6 +29,7 @@ enum class Attention { kSoftmax, kLinear };
 enum class Activation { kGelu, kGeluTanh, kRelu };  // gelu (erf), gelu (tanh approximation), relu
 enum class Precision { kFp32, kBf16, kFp16 };        // fp32, or autocast to bf16 / fp16
 enum class ParamDtype { kAuto, kFp32, kBf16 };       // the parameters the step computes with (auto: see resolve_param_dtype)
+enum class Fp8 { kOff, kDynamic };                   // the encoder layers' GEMMs in FP8: off, or per-tensor dynamic scaling
 
 std::string to_string(Position value);
 std::string to_string(RelativeTerms value);
@@ -37,6 +38,7 @@ std::string to_string(Attention value);
 std::string to_string(Activation value);
 std::string to_string(Precision value);
 std::string to_string(ParamDtype value);
+std::string to_string(Fp8 value);
 
 // The model's architecture; model::RoFormerOptions takes it as it is (docs/config.md).
 struct ModelConfig {
@@ -135,6 +137,7 @@ struct TrainConfig {
   ParamDtype param_dtype = ParamDtype::kAuto;  // auto | fp32 | bf16 (bf16 weights, fp32 master weights; precision bf16)
   std::string device = "auto";            // auto | cpu | cuda | cuda:N
   bool cuda_graph = true;                 // CUDA: capture the step's micro-batches and update as CUDA graphs
+  Fp8 fp8 = Fp8::kOff;                    // off | dynamic: the encoder layers' linear layers as FP8 GEMMs (issue 51)
   int64_t seed = 1234;
   std::string run_dir = "runs/default";
   int64_t num_threads = 0;                // CPU intra-op threads; 0: LibTorch default
@@ -150,7 +153,7 @@ struct LoggingConfig {
   int64_t every = 10;
   std::string progress = "auto";          // auto | bar | plain
   std::string level = "info";             // trace | debug | info | warn | error
-  bool tensorboard = true;                // TensorBoard event files in RUN_DIR/tensorboard (rank 0)
+  bool tensorboard = true;                // TensorBoard event files in RUN_DIR (rank 0)
 };
 
 struct EvalConfig {

@@ -1,6 +1,8 @@
 // Whole-file reads, atomic writes and folder removal; see file.h.
 #include "core/file.h"
 
+#include <algorithm>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -173,6 +175,17 @@ bool remove_tree(const std::string& path, std::error_code& ec) noexcept {
 void remove_tree(const std::string& path) {
   std::error_code ec;
   if (!remove_tree(path, ec)) throw Error(fmt::format("cannot remove '{}': {}", path, ec.message()));
+}
+
+std::vector<std::string> list_files_starting_with(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && entry.is_regular_file(ec)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace roformer::core

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 #include <string_view>
 #include <system_error>
 
@@ -65,5 +66,9 @@ bool remove_tree(const std::string& path, std::error_code& ec) noexcept;
 
 // The same; throws roformer::Error "cannot remove '<path>': <reason>" on failure.
 void remove_tree(const std::string& path);
+
+// The names of the regular files in `dir` that start with `prefix`, sorted; none when `dir` does not
+// exist or cannot be read.
+std::vector<std::string> list_files_starting_with(const std::string& dir, const std::string& prefix);
 
 }  // namespace roformer::core

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/run_dir_names.h"
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "tensorboard/summary.h"
@@ -25,7 +26,7 @@ void append_le32(std::string& out, uint32_t v) {
 
 // The <seconds> field of an event file name; -1 when the name has none.
 int64_t name_seconds(const std::string& name) {
-  const std::string rest = name.substr(std::string(kEventFilePrefix).size());
+  const std::string rest = name.substr(std::string(core::kEventFilePrefix).size());
   char* end = nullptr;
   const long long s = std::strtoll(rest.c_str(), &end, 10);
   return end != rest.c_str() && (*end == '.' || *end == '\0') ? s : -1;
@@ -68,21 +69,14 @@ std::string frame_record(std::string_view data) {
 }
 
 std::vector<std::string> list_event_files(const std::string& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kEventFilePrefix, 0) == 0 && entry.is_regular_file(ec)) names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return core::list_files_starting_with(dir, core::kEventFilePrefix);
 }
 
 std::string new_event_file_name(const std::vector<std::string>& existing, int64_t now_seconds,
                                 const std::string& host, int64_t pid) {
   int64_t seconds = now_seconds;
   for (const auto& name : existing) seconds = std::max(seconds, name_seconds(name) + 1);
-  return fmt::format("{}{:010d}.{}.{}", kEventFilePrefix, seconds, host, pid);
+  return fmt::format("{}{:010d}.{}.{}", core::kEventFilePrefix, seconds, host, pid);
 }
 
 EventFileWriter::EventFileWriter(const std::string& dir) : file_(create_event_file(dir)) {

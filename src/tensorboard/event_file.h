@@ -23,8 +23,6 @@ uint32_t masked_crc32c(std::string_view bytes);
 // One record as it lies in the file.
 std::string frame_record(std::string_view data);
 
-inline constexpr const char* kEventFilePrefix = "events.out.tfevents.";
-
 // The names of the event files in `dir`, sorted (TensorBoard's reading order); empty when `dir`
 // does not exist.
 std::vector<std::string> list_event_files(const std::string& dir);

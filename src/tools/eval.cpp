@@ -38,7 +38,7 @@ class TempPrepared {
       : scratch_("roformer-eval-", "eval's prepared copy of the data") {
     std::string tokenizer_path;
     try {
-      tokenizer_path = tokenizer.save((scratch_.path() / "tokenizer").string());
+      tokenizer_path = tokenizer.save((scratch_.path() / "its-tokenizer").string());
     } catch (const Error& e) {  // a full TMPDIR is the cause, not the data
       scratch_.fail(e.what());
     }
@@ -50,15 +50,11 @@ class TempPrepared {
     o.progress = false;
     data::prepare_corpus(o);
   }
-  std::string dir() const { return (scratch_.path() / "data").string(); }
+  std::string dir() const { return (scratch_.path() / "prepared").string(); }
 
  private:
   core::ScratchDir scratch_;  // removed on every exit path, Ctrl-C and SIGTERM included
 };
-
-// The longest --seq-len evaluated: attention scores grow with T^2, so far beyond any model's reach
-// (2^20 tokens; a sequence of them needs 4 TiB of fp32 scores per head).
-constexpr int64_t kMaxEvalSeqLen = int64_t{1} << 20;
 
 // --seq-len: a learned absolute table (BERT's, DeBERTa-v1's input table, the enhanced mask decoder's)
 // has model.max_position_embeddings rows; rotary extends its table by the formula, relative buckets
@@ -67,9 +63,9 @@ constexpr int64_t kMaxEvalSeqLen = int64_t{1} << 20;
 int64_t checked_seq_len(int64_t seq_len, const model::PositionScheme& positions) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
-  if (seq_len > kMaxEvalSeqLen)
+  if (seq_len > kMaxSequenceTokens)
     throw Error(fmt::format("--seq-len {} is beyond what attention over one sequence can hold (its scores grow with the "
-                            "square of the length); evaluate at {} tokens or fewer", seq_len, kMaxEvalSeqLen));
+                            "square of the length); evaluate at {} tokens or fewer", seq_len, kMaxSequenceTokens));
   if (const auto longest = positions.max_length(); longest && seq_len > *longest)
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",

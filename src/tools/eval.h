@@ -8,6 +8,11 @@
 
 namespace roformer::tools {
 
+// The most tokens of one sequence eval and fill-mask take where the position scheme sets no bound
+// (rotary, relative buckets, none): attention's scores grow with the square of the length (2^20
+// tokens need 4 TiB of fp32 scores per head).
+inline constexpr int64_t kMaxSequenceTokens = int64_t{1} << 20;
+
 struct EvalRequest {
   std::string checkpoint;          // checkpoint or run directory
   std::vector<std::string> data;   // input files, folders, patterns, or prepared directories; empty: the run's validation files

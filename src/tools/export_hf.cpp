@@ -21,7 +21,6 @@
 #include "checkpoint/store.h"
 #include "metrics/jsonl.h"
 #include "metrics/records.h"
-#include "train/init_from.h"
 #include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
 
@@ -209,7 +208,7 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
                                    {"step", ck.state.step},
                                    {"tokenizer_file", converted ? "spiece.model" : data::kTokenizerJsonFile},
                                    {"tokenizer_fingerprint", ck.tokenizer->fingerprint()}};
-    core::write_file_checked((staging / train::kExportRecordFile).string(), record.dump(2) + "\n");
+    core::write_file_checked((staging / checkpoint::kExportRecordFile).string(), record.dump(2) + "\n");
     write_hf_tokenizer(tokenizer, *ck.tokenizer, staging.path().string(), tok_options);
     core::write_file_checked((staging / "README.md").string(), model_card(ck, family, out_dir, converted));
     core::write_file_checked((staging / "config.json").string(), config.dump(2) + "\n");
@@ -222,7 +221,7 @@ void export_hf(const std::string& checkpoint, const std::string& out_dir, bool f
   spdlog::info("exported {} (step {}) as {} to {}: config.json, model.safetensors ({} tensors), {}tokenizer.json ({} "
                "ids, {}), tokenizer_config.json, special_tokens_map.json, README.md, {}", ck.dir, ck.state.step,
                family.architecture(), out_dir, unique.size(), converted ? "spiece.model, " : "", m.vocab_size,
-               ck.tokenizer->description(), train::kExportRecordFile);
+               ck.tokenizer->description(), checkpoint::kExportRecordFile);
 }
 
 }  // namespace roformer::tools

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "data/text_reader.h"
 #include "checkpoint/loader.h"
+#include "tools/eval.h"
 
 namespace roformer::tools {
 namespace {
@@ -89,7 +90,7 @@ struct LengthLimit {
 LengthLimit length_limit(const model::PositionScheme& positions) {
   if (const auto longest = positions.max_length())
     return {*longest, "model.max_position_embeddings: its learned absolute position table has no rows beyond"};
-  return {int64_t{1} << 20, "attention's scores grow with the square of the length"};
+  return {kMaxSequenceTokens, "attention's scores grow with the square of the length"};
 }
 
 // Why a text cannot be filled, or "" when it can: no mask in it, or (ids: its encoding) longer

@@ -2,10 +2,10 @@
 // built with its device and batches and no run around it, under the kernel policy the flags set.
 //
 // Timing: tokens/s and ms/step are wall clock over whole steps, data loading included. On the CPU
-// every step ends with its host sync, so per-step times and the phase breakdown are exact. On CUDA
+// every step ends with its host sync, so per-step times and the stage breakdown are exact. On CUDA
 // the measured steps run without host sync (as in `roformer train` between logging steps) and one
 // synchronize closes the measurement: ms/step is then the mean only; --breakdown adds a
-// synchronize at every phase boundary (which itself costs a little) to time the phases.
+// synchronize at every stage boundary (which itself costs a little) to time the stages.
 #include "train/bench.h"
 
 #include <torch/torch.h>
@@ -117,7 +117,7 @@ struct Measurement {
   int64_t tokens = 0, n_pred = 0;
   double seconds = 0;      // wall clock over all measured steps
   double min_step = 1e300;  // fastest single step (exact only when every step synchronizes)
-  StepTimings phases;      // summed per phase
+  StepTimings stages;      // summed per stage of the step
   StepResult last;         // the last step (synchronized: its loss is read back)
 };
 
@@ -168,7 +168,7 @@ std::unique_ptr<BenchedStep> make_bench_step(const TrainBenchOptions& o) {
     bench->batches = std::make_unique<TrainingData>(plan, cuda, /*main_rank=*/true);
   }
   StepOptions step_options;
-  step_options.sync_timings = o.breakdown;  // on CUDA (the CPU's phases end where they run)
+  step_options.sync_timings = o.breakdown;  // on CUDA (the CPU's stages end where they run)
   bench->step = std::make_unique<TrainStep>(cfg, bench->batches->vocab_size(), *bench->placement, step_options);
   return bench;
 }
@@ -211,10 +211,10 @@ Measurement measure_steps(BenchedStep& bench, const TrainBenchOptions& o) {
     m.min_step = std::min(m.min_step, std::chrono::duration<double>(Clock::now() - t0).count());
     m.tokens += m.last.tokens;
     m.n_pred += m.last.n_pred;
-    m.phases.data += m.last.timings.data;
-    m.phases.forward += m.last.timings.forward;
-    m.phases.backward += m.last.timings.backward;
-    m.phases.optimizer += m.last.timings.optimizer;
+    m.stages.data += m.last.timings.data;
+    m.stages.forward += m.last.timings.forward;
+    m.stages.backward += m.last.timings.backward;
+    m.stages.optimizer += m.last.timings.optimizer;
   }
   if (cuda) core::synchronize(bench.device());
   m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -244,6 +244,7 @@ json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
   json rec = {{"device", bench.device().str()},
           {"precision", config::to_string(c.train.precision)},
           {"param_dtype", config::to_string(c.train.param_dtype)},
+          {"fp8", config::to_string(c.train.fp8)},
           {"data", o.synthetic ? "synthetic" : "prepared"},
           // Each fused op that ran: "triton", or "aten (why)" where it fell back (kernels/op_paths.h).
           {"kernel_paths", kernels::op_paths()},
@@ -284,7 +285,7 @@ json build_record(BenchedStep& bench, const TrainBenchOptions& o, const Measurem
     if (peak > 0) *peak_source = "known peak of " + device_name;
   }
   const core::PeakMemory memory = core::peak_memory(bench.device());
-  // Per-step times (min, phase breakdown) are exact only when every step ends synchronized.
+  // Per-step times (min, stage breakdown) are exact only when every step ends synchronized.
   const bool per_step_valid = !cuda || o.breakdown;
 
   json rec = settings_record(bench, o);
@@ -304,10 +305,10 @@ json build_record(BenchedStep& bench, const TrainBenchOptions& o, const Measurem
               {"final_loss", m.last.loss}});
   const double n = static_cast<double>(o.steps);
   if (per_step_valid)
-    rec["breakdown_ms"] = {{"data", 1000.0 * m.phases.data / n},
-                           {"forward", 1000.0 * m.phases.forward / n},
-                           {"backward", 1000.0 * m.phases.backward / n},
-                           {"optimizer", 1000.0 * m.phases.optimizer / n}};
+    rec["breakdown_ms"] = {{"data", 1000.0 * m.stages.data / n},
+                           {"forward", 1000.0 * m.stages.forward / n},
+                           {"backward", 1000.0 * m.stages.backward / n},
+                           {"optimizer", 1000.0 * m.stages.optimizer / n}};
   else
     rec["breakdown_ms"] = nullptr;
   rec["breakdown_synchronized"] = cuda && o.breakdown;
@@ -353,7 +354,7 @@ void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const s
                            static_cast<double>(rec["peak_memory_bytes"].get<int64_t>()) / 1048576.0);
   std::cout << fmt::format("| final loss | {:.4f} |\n", rec["final_loss"].get<double>());
   if (cuda && !o.breakdown)
-    std::cout << "\n(CUDA: steps run without host sync; --breakdown synchronizes between phases to time them, "
+    std::cout << "\n(CUDA: steps run without host sync; --breakdown synchronizes between stages to time them, "
                  "at a small cost)\n";
 }
 
@@ -368,6 +369,10 @@ const std::vector<BenchVariant> kStepLevers = {
     {"position disentangled (DeBERTa c2p+p2c, 256 buckets)", "--set model.position=disentangled"},
     {"position disentangled + enhanced mask decoder",
      "--set model.position=disentangled --set model.enhanced_mask_decoder=true"}};
+// Config levers waiting for a device (issue 51: FP8), measured by the kernels call at 512 and 128
+// right after the kernel alternatives that wait for one.
+const std::vector<BenchVariant> kPendingLevers = {
+    {"FP8 linear layers (train.fp8 dynamic: _scaled_mm, per-tensor dynamic scaling)", "--set train.fp8=dynamic"}};
 // Issue 39's model levers (docs/recipe.md predicts their GPU savings from the profile); the last is all three.
 const std::vector<BenchVariant> kModelLevers = {
     {"no biases (model.bias false)", "--set model.bias=false"},
@@ -429,7 +434,7 @@ std::vector<BenchVariant> pending_variants() {
 }
 
 // gpu_check.sh kernels: the default and every group together at both lengths first, then what waits
-// for a device (issue 51's alternatives) at 512 with the tanh GELU lever beside it (the GEMM
+// for a device (issue 51: the kernel alternatives, then the FP8 lever) at 512 with the tanh GELU lever beside it (the GEMM
 // epilogues' reference) and at 128, the model levers together, each grouped alternative at both
 // lengths, and each other lever alone.
 std::vector<BenchVariant> kernels_call_variants() {
@@ -438,7 +443,8 @@ std::vector<BenchVariant> kernels_call_variants() {
     out.push_back({"default", "", seq});
     for (const auto& group : model::kernel_alternative_groups()) out.push_back({"all " + group, "--" + group + "-all", seq});
   }
-  const auto pending = pending_variants();
+  auto pending = pending_variants();
+  pending.insert(pending.end(), kPendingLevers.begin(), kPendingLevers.end());
   const BenchVariant tanh_gelu = *std::find_if(kModelLevers.begin(), kModelLevers.end(), [](const BenchVariant& v) {
     return v.args == "--set model.hidden_act=gelu_tanh";
   });
@@ -461,7 +467,7 @@ std::vector<BenchVariant> bench_variants(const std::string& set) {
   if (set == "kernels") return kernels_call_variants();
   if (set != "all") throw Error(fmt::format("--list-variants takes all or kernels, got '{}'", set));
   std::vector<BenchVariant> out = fast_path_variants();
-  for (const auto& part : {alternative_variants(false), kStepLevers, alternative_variants(true), kModelLevers})
+  for (const auto& part : {alternative_variants(false), kStepLevers, kPendingLevers, alternative_variants(true), kModelLevers})
     out.insert(out.end(), part.begin(), part.end());
   return out;
 }

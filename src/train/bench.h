@@ -1,6 +1,6 @@
 // `roformer bench -c CONFIG`: training throughput of the real training step (the same TrainStep as
 // `roformer train`, train/step.h) on the config's data or on synthetic batches. Reports
-// tokens/s, ms/step with a per-phase breakdown, model FLOPs per step, achieved TFLOP/s, MFU and
+// tokens/s, ms/step with a per-stage breakdown, model FLOPs per step, achieved TFLOP/s, MFU and
 // peak memory. A program that prints figures, never a test with a time limit.
 #pragma once
 
@@ -24,7 +24,7 @@ struct TrainBenchOptions {
   // the step is built: (entry, value) in the order the flags gave them; a switch's value is "".
   std::vector<std::pair<std::string, std::string>> kernel_choices;
   std::string list_variants;              // "all" | "kernels": print the device script's rows, run nothing
-  bool breakdown = false;                 // CUDA: synchronize between phases to time them
+  bool breakdown = false;                 // CUDA: synchronize between stages to time them
   std::string profile;                    // after measuring: a Kineto trace of profile_steps steps here
   int64_t profile_steps = 3;
 };

@@ -40,7 +40,7 @@ constexpr std::string_view kPositionTable = "embeddings.position_embeddings.weig
 // write one): weights used with another tokenizer read other words for every id. The record names
 // the file (from 2026-11-28 on): that one is read, and its absence is said as such.
 void check_export_tokenizer(InitSource& s) {
-  const fs::path record_path = fs::path(s.dir) / kExportRecordFile;
+  const fs::path record_path = fs::path(s.dir) / checkpoint::kExportRecordFile;
   std::error_code ec;
   if (!fs::exists(record_path, ec)) return;  // an export written before the record existed
   const std::string origin = "--init-from: " + record_path.string(), advice = "export the checkpoint again";
@@ -53,7 +53,7 @@ void check_export_tokenizer(InitSource& s) {
       throw Error(fmt::format("--init-from: {} has no {}, the {} `roformer export` writes next to the weights (its {} "
                               "names it); the weights are only usable with the tokenizer they were trained with: put "
                               "it back, or export the checkpoint again", s.dir, name,
-                              name == "spiece.model" ? "SentencePiece model" : "tokenizer", kExportRecordFile));
+                              name == "spiece.model" ? "SentencePiece model" : "tokenizer", checkpoint::kExportRecordFile));
     s.tokenizer_model = file.string();
   }
   const std::string recorded = reader.string("tokenizer_fingerprint");

@@ -23,10 +23,6 @@ class Family;
 
 namespace roformer::train {
 
-// The record `roformer export` writes beside the weights (checkpoint, step, the fingerprint of its
-// spiece.model), so that --init-from refuses an export whose tokenizer was swapped afterwards.
-constexpr const char* kExportRecordFile = "roformer_export.json";
-
 struct InitSource {
   std::string dir;                   // the export directory or the resolved checkpoint directory
   std::string kind;                  // "Hugging Face export" | "checkpoint"

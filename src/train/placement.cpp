@@ -26,6 +26,10 @@ void validate_placement(const config::Config& c) {
     config::invalid(fmt::format("train.param_dtype bf16 computes in bf16 and needs train.precision: bf16 (it is {}); "
                                 "set train.precision: bf16, or train.param_dtype: fp32",
                                 config::to_string(c.train.precision)));
+  if (c.train.fp8 != config::Fp8::kOff && c.train.precision != config::Precision::kBf16)
+    config::invalid(fmt::format("train.fp8 {} computes the encoder's GEMMs in FP8 and the rest in bf16 and needs "
+                                "train.precision: bf16 (it is {}); set train.precision: bf16, or train.fp8: off",
+                                config::to_string(c.train.fp8), config::to_string(c.train.precision)));
   if (c.train.run_dir.empty()) config::invalid("train.run_dir must not be empty");
   if (c.distributed.backend == "nccl" && dev == "cpu")
     config::invalid("distributed.backend nccl needs CUDA but train.device is cpu; use distributed.backend: gloo (or "

@@ -16,8 +16,8 @@ class ProcessGroup;
 
 namespace roformer::train {
 
-// train.device, train.precision, train.param_dtype, train.run_dir and distributed.backend together
-// (train/run_config.h): a device that exists by name, a precision and a backend it runs. Throws
+// train.device, train.precision, train.param_dtype, train.fp8, train.run_dir and distributed.backend
+// together (train/run_config.h): a device that exists by name, a precision and a backend it runs. Throws
 // roformer::Error naming the key to change.
 void validate_placement(const config::Config& c);
 

@@ -37,7 +37,7 @@ class LrSchedule {
   // What was shortened to fit the run, naming the keys and the steps that would run the schedule as
   // configured; "" when nothing was. One warning at the start of a run (it replaces never_decays).
   std::string shortened() const;
-  // Why the rate never decays within the run (the last step still runs at the peak, no stable phase
+  // Why the rate never decays within the run (the last step still runs at the peak, no stable period
   // or warmup left to decay from), naming the keys to change; "" when it decays or is not meant to
   // (constant, or min_lr equal to the peak).
   std::string never_decays() const;

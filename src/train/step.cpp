@@ -21,6 +21,7 @@
 #include "dist/gradient_reducer.h"
 #include "dist/process_group.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/fp8_linear.h"
 #include "model/autocast.h"
 #include "model/kernel_policy.h"
 #include "train/batch_source.h"
@@ -32,11 +33,11 @@
 
 namespace roformer::train {
 
-// Ends the phases of a step (StepTimings): seconds since the previous end, with a device
+// Ends the stages of a step (StepTimings): seconds since the previous end, with a device
 // synchronize first when timings are to be exact (StepOptions::sync_timings).
-class PhaseClock {
+class StageClock {
  public:
-  PhaseClock(const c10::Device& device, bool synchronize)
+  StageClock(const c10::Device& device, bool synchronize)
       : device_(device), synchronize_(synchronize && device.is_cuda()), last_(std::chrono::steady_clock::now()) {}
   void end(double& seconds) {
     if (synchronize_) core::synchronize(device_);
@@ -123,7 +124,7 @@ void TrainStep::resolve_mode() {
   else if (!StepGraphs::supported()) why = "this build has a CPU-only LibTorch";
   else if (group_.communicates()) why = "data parallel runs keep the step eager";
   else if (cfg_.model.gradient_checkpointing) why = "model.gradient_checkpointing is on";
-  else if (options_.sync_timings) why = "per-phase timings synchronize between the phases";
+  else if (options_.sync_timings) why = "per-stage timings synchronize between the stages";
   if (!why.empty()) {
     mode_ = StepMode::kSyncFree;
     spdlog::info("training step: steps are queued on the GPU without waiting for their losses, which are read at "
@@ -161,7 +162,7 @@ StepResult TrainStep::run(BatchSource& batches, bool host_sync) {
   TORCH_CHECK_WITH(OutOfMemoryError, options_.faults.oom_at_step != steps_done_ + 1,
                    "CUDA out of memory. Tried to allocate 2.00 GiB (ROFORMER_FAULT_OOM_AT_STEP)");
   StepResult r;
-  PhaseClock clock(device_, options_.sync_timings);
+  StageClock clock(device_, options_.sync_timings);
   // A long step (many micro-batches) is given up when a stop signal arrives during it, so a run asked
   // to stop stops within a micro-batch: the data position and the random generators are rewound to
   // the step's start, so the resumed run repeats it exactly. Distributed, the ranks decide together
@@ -220,7 +221,7 @@ std::vector<data::Batch> TrainStep::step_batches(BatchSource& batches, StepResul
 // Forward and backward of every micro-batch. The loss is the sum over every predicted token of the
 // step divided by their total count (r.n_pred), so accumulation equals one large batch; fp16
 // scales it by the loss scale. The summed loss and correct predictions collect in sums_ (on the device).
-void TrainStep::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock,
+void TrainStep::forward_backward(const std::vector<data::Batch>& micro, StepResult& r, StageClock& clock,
                                  bool abandon_on_stop) {
   const bool cuda = device_.is_cuda();
   const double loss_factor = (r.n_pred > 0 ? 1.0 / static_cast<double>(r.n_pred) : 0.0) * scaler_.scale();
@@ -253,6 +254,7 @@ void TrainStep::micro_step(const MicroInputs& in, double loss_factor, const std:
   torch::Tensor logits;
   {
     model::AutocastScope autocast(device_.type(), config::autocast_precision(cfg_));
+    kernels::Fp8Scope fp8(cfg_.train.fp8 != config::Fp8::kOff);  // the encoder's linear layers (train.fp8)
     logits = compute_->forward_sparse(in.ids, in.mask, in.positions);  // (P, V)
   }
   torch::Tensor ce, hits;  // () the summed loss; () the predictions equal to their label

@@ -33,7 +33,7 @@ namespace roformer::train {
 class AdamW;
 class BatchSource;
 class LrSchedule;
-class PhaseClock;
+class StageClock;
 class Placement;
 
 // How the step runs between logging steps, resolved once when it is built (TrainStep::mode):
@@ -50,14 +50,14 @@ enum class StepMode {
   // kSyncFree, with each micro-batch shape's forward + backward and the sync-free update replayed
   // as CUDA graphs (train/step_graphs.h): train.cuda_graph on a single process, without gradient
   // checkpointing (it saves and restores the generator's state, which a capture may not read) or
-  // per-phase timings.
+  // per-stage timings.
   kGraphed,
 };
 std::string to_string(StepMode mode);
 
 // What a step's owner asks of it beyond the config.
 struct StepOptions {
-  // A device synchronize at every phase boundary, so StepTimings are exact (`bench --breakdown`;
+  // A device synchronize at every stage boundary, so StepTimings are exact (`bench --breakdown`;
   // rules out CUDA graphs, which run forward and backward as one).
   bool sync_timings = false;
   // Tests only: CPU steps take the sync-free path that CUDA steps take (device-side clipping, the
@@ -69,9 +69,9 @@ struct StepOptions {
   int64_t pad_token_id = 0;
 };
 
-// Wall-clock seconds per phase of one step, summed over the micro-batches. On CUDA the phases are
-// only meaningful with StepOptions::sync_timings; without it kernels still run when the host moves
-// on and the time lands in a later phase.
+// Wall-clock seconds per stage of one step (data, forward, backward, optimizer), summed over the
+// micro-batches. On CUDA the stages are only meaningful with StepOptions::sync_timings; without it
+// kernels still run when the host moves on and the time lands in a later stage.
 struct StepTimings {
   double data = 0;       // waiting for the batch source
   double forward = 0;    // host-to-device copies, forward, cross entropy
@@ -144,7 +144,7 @@ class TrainStep {
   void resolve_mode();  // mode_ and graphs_, logged once
   std::vector<data::Batch> step_batches(BatchSource& batches, StepResult& r);
   // abandon_on_stop: give up between micro-batches when a stop signal arrives (r.abandoned).
-  void forward_backward(const std::vector<data::Batch>& micro, StepResult& r, PhaseClock& clock, bool abandon_on_stop);
+  void forward_backward(const std::vector<data::Batch>& micro, StepResult& r, StageClock& clock, bool abandon_on_stop);
   // One micro-batch on the device: forward, loss, backward (loss scaled by loss_factor), the sums,
   // the gradients accumulated. What a micro-batch's CUDA graph captures.
   void micro_step(const MicroInputs& in, double loss_factor, const std::function<void()>& after_forward = {});

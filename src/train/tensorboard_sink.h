@@ -1,5 +1,6 @@
-// RUN_DIR/tensorboard/: the run as TensorBoard (and W&B's TensorBoard sync) reads it, written by
-// rank 0 next to metrics.jsonl and fed the very records written there (docs/training.md, "What you
+// RUN_DIR/events.out.tfevents.* (checkpoint::RunLayout::tensorboard(): TensorBoard names the run by
+// its folder): the run as TensorBoard (and W&B's TensorBoard sync) reads it, written by rank 0 next
+// to metrics.jsonl and fed the very records written there (docs/training.md, "What you
 // see"). The file format is tensorboard/'s; this file decides what goes in it.
 //
 // One event file per process start. Its head, at the session's first step S (0 for a new run,

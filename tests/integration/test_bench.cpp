@@ -173,6 +173,32 @@ TEST_F(BenchTest, FusedOpFlagsAreRecorded) {
   EXPECT_EQ(epilogues.at("final_loss"), plain.at("final_loss"));
 }
 
+// train.fp8 dynamic (issue 51): recorded, on the CPU every encoder GEMM through _scaled_mm ("fp8" the
+// only path), a finite loss within FP8's rounding of the bf16 step's; off by default; with precision
+// fp32 one line saying what to set, exit 1.
+TEST_F(BenchTest, Fp8LinearLayersAreRecordedAndTrainLikeBf16) {
+  const std::string run = "bench " + cfg() + " --synthetic --steps 2 --warmup 0 --json --set model.hidden_dropout=0 "
+                          "--set train.precision=bf16";
+  auto r = run_roformer(run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json bf16 = last_json(r.output);
+  EXPECT_EQ(bf16.at("fp8"), "off");
+  EXPECT_FALSE(bf16.at("kernel_paths").contains("fp8_linear")) << bf16.dump();
+  r = run_roformer(run + " --set train.fp8=dynamic");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json fp8 = last_json(r.output);
+  EXPECT_EQ(fp8.at("fp8"), "dynamic");
+  EXPECT_EQ(fp8.at("kernel_paths").at("fp8_linear"), "fp8") << fp8.dump();
+  const double a = fp8.at("final_loss").get<double>(), b = bf16.at("final_loss").get<double>();
+  EXPECT_TRUE(std::isfinite(a));
+  EXPECT_NE(a, b) << "the FP8 GEMMs changed nothing";
+  EXPECT_NEAR(a, b, 2e-2 * b);
+  r = run_roformer("bench " + cfg() + " --synthetic --steps 1 --warmup 0 --set train.fp8=dynamic");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("train.fp8 dynamic"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("set train.precision: bf16, or train.fp8: off"), std::string::npos) << r.output;
+}
+
 // The kernel policy's table (model/kernel_policy.cpp) is the one declaration of an alternative: every
 // row's flag is in `bench --help` with its help, sets its record key, and is measured by a row of
 // `bench --list-variants` (what scripts/gpu_check.sh runs); a choice outside an option's is refused.

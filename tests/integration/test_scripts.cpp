@@ -493,6 +493,13 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
   const auto fused_alone = r.output.find("fused layer norm (Triton), seq 512");
   ASSERT_NE(fused_alone, std::string::npos) << r.output;
   EXPECT_LT(epilogues, fused_alone) << r.output;
+  // ... and FP8 (train.fp8) at both lengths, before the fused ops alone.
+  for (const std::string seq : {"512", "128"}) {
+    const auto fp8 = r.output.find("--set train.fp8=dynamic  >> variants.jsonl  # FP8 linear layers (train.fp8 dynamic: "
+                                   "_scaled_mm, per-tensor dynamic scaling), seq " + seq);
+    ASSERT_NE(fp8, std::string::npos) << seq << "\n" << r.output;
+    EXPECT_LT(fp8, fused_alone) << r.output;
+  }
   EXPECT_NE(r.output.find("/variants-bench --set model.hidden_act=gelu_tanh  >> variants.jsonl  # tanh GELU, seq 512"),
             std::string::npos) << r.output;
   // Issue 39's levers, whose GPU savings docs/recipe.md predicts from the profile.

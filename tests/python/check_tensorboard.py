@@ -4,7 +4,7 @@ TensorFlow) and checks them against the run's metrics.jsonl and config.yaml.
 
 usage:
   check_tensorboard.py run RUN_DIR [--restarted]
-      EventAccumulator over RUN_DIR/tensorboard: every tag of a metrics field (train/loss, ...,
+      EventAccumulator over RUN_DIR (its event files): every tag of a metrics field (train/loss, ...,
       eval/top5) holds the metrics.jsonl values, as float32, at the same steps, each step once and
       in order, each carries a description, and no other scalar tag exists; the "config" text holds RUN_DIR/config.yaml; the
       HParams session start lists the config's settings and the session end says success.
@@ -12,7 +12,7 @@ usage:
       last checkpoint, so the single curves above prove TensorBoard dropped them.
   check_tensorboard.py hparams LOGDIR RUN...
       The HParams plugin's own session-group listing (what its tab shows) over LOGDIR finds exactly
-      the given runs (RUN: a run directory relative to LOGDIR), each with the settings of its config
+      the given runs, named as TensorBoard names them: the run directory relative to LOGDIR, each with the settings of its config
       and, as metrics, the last eval/accuracy and eval/loss of its metrics.jsonl.
   check_tensorboard.py corrupt EVENT_FILE
       TensorBoard's reader reads every record of the file; flipping one byte of any record's data
@@ -105,9 +105,13 @@ def check_config_and_hparams(acc, run_dir):
           f"model.position={hp['model.position'].string_value}, ended with success")
 
 
+def event_files(tb_dir):
+    return sorted(n for n in os.listdir(tb_dir) if n.startswith("events.out.tfevents."))
+
+
 def raw_duplicates(tb_dir):
     seen, twice = set(), set()
-    for name in sorted(os.listdir(tb_dir)):
+    for name in event_files(tb_dir):
         for event in event_file_loader.EventFileLoader(os.path.join(tb_dir, name)).Load():
             for v in event.summary.value:
                 key = (v.tag, event.step)
@@ -116,14 +120,14 @@ def raw_duplicates(tb_dir):
 
 
 def check_run(run_dir, restarted):
-    tb_dir = os.path.join(run_dir, "tensorboard")
+    tb_dir = run_dir  # the event files lie in the run directory (checkpoint/run_layout.h)
     acc = event_accumulator.EventAccumulator(tb_dir, size_guidance={event_accumulator.SCALARS: 0,
                                                                     event_accumulator.TENSORS: 0})
     acc.Reload()
     check_scalars(acc, read_metrics(run_dir))
     check_config_and_hparams(acc, run_dir)
     twice = sorted(raw_duplicates(tb_dir))
-    files = len(os.listdir(tb_dir))
+    files = len(event_files(tb_dir))
     if restarted:
         check(twice, "--restarted: no (tag, step) was written twice, so nothing was there to drop")
         print(f"{files} event files; {len(twice)} (tag, step) pairs written twice (first: {twice[0]}) were dropped "
@@ -148,10 +152,10 @@ def check_hparams(logdir, runs):
     request = api_pb2.ListSessionGroupsRequest(start_index=0, slice_size=100, allowed_statuses=statuses)
     response = list_session_groups.Handler(context.RequestContext(), backend_context.Context(tb), "", request).run()
     sessions = {s.name: (g, s) for g in response.session_groups for s in g.sessions}
-    want = {os.path.join(run, "tensorboard") for run in runs}
-    check(set(sessions) == want, f"HParams sessions {sorted(sessions)} != {sorted(want)}")
+    # TensorBoard names a run by the folder of its event files: the run directory's name.
+    check(set(sessions) == set(runs), f"HParams sessions (TensorBoard's run names) {sorted(sessions)} != {sorted(runs)}")
     for run in runs:
-        group, session = sessions[os.path.join(run, "tensorboard")]
+        group, session = sessions[run]
         evals = [r for r in read_metrics(os.path.join(logdir, run)) if r.get("type") == "eval"]
         metrics = {m.name.tag: m.value for m in session.metric_values}
         for tag, field in (("eval/accuracy", "accuracy"), ("eval/loss", "loss")):

@@ -205,6 +205,15 @@ TEST(Config, CrossFieldChecks) {
   EXPECT_EQ(parse_run_config("", {"train.param_dtype=bf16"}).train.param_dtype, ParamDtype::kBf16);  // precision bf16 by default
   auto msg12 = error_of([] { parse_run_config("", {"train.param_dtype=fp16"}); });
   EXPECT_NE(msg12.find("train.param_dtype"), std::string::npos) << msg12;
+  // train.fp8 (issue 51): off by default, dynamic with precision bf16 only, no other recipe.
+  EXPECT_EQ(parse_config("", {}).train.fp8, Fp8::kOff);
+  EXPECT_EQ(parse_config("", {"train.fp8=dynamic"}).train.fp8, Fp8::kDynamic);
+  EXPECT_EQ(parse_config(to_yaml(parse_config("", {"train.fp8=dynamic"}))).train.fp8, Fp8::kDynamic);
+  auto msg13 = error_of([] { parse_run_config("", {"train.precision=fp32", "train.fp8=dynamic"}); });
+  EXPECT_NE(msg13.find("train.fp8 dynamic computes the encoder's GEMMs in FP8 and the rest in bf16 and needs "
+                       "train.precision: bf16 (it is fp32)"), std::string::npos) << msg13;
+  auto msg14 = error_of([] { parse_config("", {"train.fp8=e4m3"}); });
+  EXPECT_NE(msg14.find("train.fp8"), std::string::npos) << msg14;
 }
 
 // train.param_dtype auto becomes bf16 only on CUDA with precision bf16; an explicit choice stays.

@@ -258,20 +258,48 @@ TEST(Structure, ThePositionSchemeIsChosenInOnePlace) {
 }
 
 // The run directory's names are spelled once (checkpoint/run_layout.h; a checkpoint's own files in
-// checkpoint/files.h, the tokenizer's in data/tokenizer.h, the lock's for data/ in core/run_dir_names.h):
-// every reader and writer asks the layout, so a renamed file cannot leave one reader behind. Tests may spell them: they check the contract.
+// checkpoint/files.h, the tokenizer's in data/tokenizer.h, the lock's and the event files' for the
+// folders below checkpoint/ in core/run_dir_names.h): every reader and writer asks the layout, so a
+// renamed file cannot leave one reader behind, and no folder reaches another for a name (issue 52:
+// checkpoint/ -> tensorboard/, tools/ -> train/). The folders of a run directory are checked where
+// they are made into a path (dir / "data", "data/train"): "data" alone is also a JSON key. Tests may
+// spell them: they check the contract.
+bool spells_run_dir_name(const std::string& code, std::string* which) {
+  static const std::vector<std::string> names = {"checkpoints",     "latest",         "metrics.jsonl",
+                                                 "config.yaml",     "train.log",      "tokenizer.model",
+                                                 "tokenizer.json",  "tensorboard",    ".lock",
+                                                 "roformer_export.json", "events.out.tfevents.", "abandoned-"};
+  static const std::vector<std::string> folders = {"tokenizer", "data", "checkpoints", "tensorboard"};
+  if (code.rfind("#include", 0) == 0) return false;
+  for (const auto& name : names)
+    if (code.find('"' + name + '"') != std::string::npos) return *which = name, true;
+  for (const auto& folder : folders)
+    for (const std::string& path : {"/ \"" + folder + "\"", "\"" + folder + "/"})
+      if (code.find(path) != std::string::npos) return *which = path, true;
+  return false;
+}
+
 TEST(Structure, TheRunDirectoryLayoutIsNamedInOneFile) {
-  const std::vector<std::string> names = {"checkpoints", "latest", "metrics.jsonl", "config.yaml", "train.log",
-                                          "tokenizer.model", "tokenizer.json", "tensorboard", ".lock"};
   const std::vector<std::string> homes = {"run_layout.h", "run_dir_names.h", "files.h", "tokenizer.h"};
   const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
     if (std::find(homes.begin(), homes.end(), file.filename().string()) != homes.end()) return;
-    for (const auto& name : names)
-      EXPECT_EQ(code.find('"' + name + '"'), std::string::npos)
-          << file.string() << ":" << line << " spells \"" << name
-          << "\": use checkpoint::RunLayout (checkpoint/run_layout.h)";
+    std::string name;
+    EXPECT_FALSE(spells_run_dir_name(code, &name))
+        << file.string() << ":" << line << " spells " << name << ": use checkpoint::RunLayout (checkpoint/run_layout.h)";
   });
   EXPECT_GT(scanned, 100) << "too few sources found under src/";
+}
+
+// The checker itself: what launch.cpp spelled by hand before issue 52 is found, the layout's use is not.
+TEST(Structure, TheRunDirectoryCheckerFindsFolderNames) {
+  std::string name;
+  EXPECT_TRUE(spells_run_dir_name("  own = (fs::path(plan.run_dir) / \"tokenizer\" / data::kTokenizerModelFile);", &name));
+  EXPECT_EQ(name, "/ \"tokenizer\"");
+  EXPECT_TRUE(spells_run_dir_name("  write(run_dir + \"/\" + \"checkpoints/latest\");", &name));
+  EXPECT_TRUE(spells_run_dir_name("  fs::path(dir) / \"roformer_export.json\";", &name));
+  EXPECT_FALSE(spells_run_dir_name("  own = RunLayout(plan.run_dir).tokenizer_model();", &name));
+  EXPECT_FALSE(spells_run_dir_name("  rec[\"data\"] = \"synthetic\";", &name));
+  EXPECT_FALSE(spells_run_dir_name("#include \"data/loader.h\"", &name));
 }
 
 // The metric records' fields are named once (metrics/records.h, issue 37): metrics.jsonl, TensorBoard,

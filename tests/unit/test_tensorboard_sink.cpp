@@ -46,11 +46,11 @@ std::vector<std::string> tags_of(const std::vector<tb::Scalar>& scalars) {
   return out;
 }
 
-// The newest event file of RUN_DIR/tensorboard (the last in name order), read back.
+// The newest event file of RUN_DIR (the last in name order), read back.
 std::vector<rt::DecodedEvent> newest_events(const std::string& run_dir) {
-  const auto names = tb::list_event_files(run_dir + "/tensorboard");
+  const auto names = tb::list_event_files(run_dir);
   EXPECT_FALSE(names.empty());
-  return names.empty() ? std::vector<rt::DecodedEvent>{} : rt::read_events(run_dir + "/tensorboard/" + names.back());
+  return names.empty() ? std::vector<rt::DecodedEvent>{} : rt::read_events(run_dir + "/" + names.back());
 }
 
 }  // namespace
@@ -134,7 +134,7 @@ TEST(TensorBoardSink, AResumedRunStartsAfterTheCheckpoint) {
   const roformer::config::Config config;
   { TensorBoardSink first(config, roformer::checkpoint::RunLayout(run.str()), std::nullopt); }
   TensorBoardSink resumed(config, roformer::checkpoint::RunLayout(run.str()), int64_t{40});
-  ASSERT_EQ(tb::list_event_files(run.str("tensorboard")).size(), 2u) << "one file per process start";
+  ASSERT_EQ(tb::list_event_files(run.str()).size(), 2u) << "one file per process start";
   const auto events = newest_events(run.str());
   ASSERT_EQ(events.size(), 4u) << "the directory had event files: nothing replayed";
   EXPECT_TRUE(events[1].session_start);

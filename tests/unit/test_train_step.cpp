@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dist/process_group.h"
+#include "kernels/op_paths.h"
 #include "train/loss_scaler.h"
 #include "train/memory_check.h"
 #include "train/optimizer.h"
@@ -312,6 +313,42 @@ TEST(MasterWeights, TrainStepTracksFp32) {
   for (const auto& p : bf16->step->compute_model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kBFloat16);
   std::cout << "largest relative loss difference bf16 parameters vs fp32 over 8 steps: " << worst << "\n";
   EXPECT_EQ(bf16->step->optimizer().step_count(), 8);
+}
+
+// train.fp8 dynamic (issue 51) on the CPU, where _scaled_mm runs: bf16 parameters over fp32 masters,
+// every encoder GEMM in FP8 ("fp8" the only path), losses within FP8's rounding of the bf16 step's;
+// the parameters (names, dtypes) are the bf16 step's; two runs give the same losses (what exact resume
+// needs: the scales are recomputed from the tensors, no state); and gradient checkpointing replays the
+// forward's FP8 state in its recompute (the same losses as without it).
+TEST(Fp8Step, TrainsLikeBf16WithTheSameParametersAndReplaysUnderCheckpointing) {
+  const std::vector<std::string> bf16_keys = {"train.param_dtype=bf16", "model.hidden_dropout=0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), bf16_keys.begin(), bf16_keys.end());
+    return make_step(tiny_step_config(true, 1.0, "cpu", "bf16", extra));
+  };
+  roformer::kernels::reset_op_paths();
+  auto bf16 = with({});
+  auto fp8 = with({"train.fp8=dynamic"});
+  auto again = with({"train.fp8=dynamic"});
+  auto checkpointed = with({"train.fp8=dynamic", "model.gradient_checkpointing=true"});
+  EXPECT_FALSE(roformer::kernels::op_paths().count("fp8_linear")) << "FP8 before any FP8 step";
+  for (int i = 0; i < 4; ++i) {
+    const auto a = bf16->run(true), b = fp8->run(true), c = again->run(true), d = checkpointed->run(true);
+    ASSERT_TRUE(b.finite) << "step " << i + 1;
+    EXPECT_NE(b.loss, a.loss) << "step " << i + 1 << ": the FP8 GEMMs changed nothing";
+    EXPECT_NEAR(b.loss, a.loss, 2e-2 * a.loss) << "step " << i + 1;
+    EXPECT_EQ(c.loss, b.loss) << "step " << i + 1;
+    EXPECT_NEAR(d.loss, b.loss, 1e-6 * b.loss) << "step " << i + 1;
+  }
+  EXPECT_EQ(roformer::kernels::op_paths().at("fp8_linear"), "fp8");
+  const auto names = [](const StepUnderTest& t) {
+    std::vector<std::string> out;
+    for (const auto& p : t.step->model()->named_parameters()) out.push_back(p.key());
+    return out;
+  };
+  EXPECT_EQ(names(*fp8), names(*bf16));
+  for (const auto& p : fp8->step->model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat32);
+  for (const auto& p : fp8->step->compute_model()->parameters()) EXPECT_EQ(p.scalar_type(), torch::kBFloat16);
 }
 
 // On the CPU, param_dtype auto trains as before: fp32 parameters under bf16 autocast, no copy.
