@@ -3,8 +3,9 @@
 # src/kernels/triton/<module>.py holds each kernel and lists its compiled variants; at build time
 # src/kernels/triton/aot.py (run by ROFORMER_PYTHON, the venv of scripts/setup.sh, whose torch wheel
 # brings triton) compiles them for sm_90 and sm_80 into cubins and writes
-# build/kernels/triton_images.cpp, which embeds them; src/kernels/triton_runtime.cpp launches them
-# through the CUDA driver API resolved at run time. No GPU, nvcc or CUDA driver is needed to build,
+# build/kernels/triton_images.cpp, which embeds them, and build/kernels/triton_launchers.h, a typed
+# launcher per kernel; src/kernels/triton_runtime.cpp launches them through the CUDA driver API
+# resolved at run time. No GPU, nvcc or CUDA driver is needed to build,
 # and none of it at run time beyond what the CUDA LibTorch needs: the user's machine needs no Python.
 #
 # ROFORMER_WITH_TRITON_KERNELS: AUTO (default: on when LibTorch has CUDA, cuda.h is found and
@@ -55,16 +56,20 @@ if(ROFORMER_KERNELS_ENABLED)
     set(cores 1)
   endif()
   string(REPLACE ";" ", sm_" targets_text "${ROFORMER_TRITON_TARGETS}")
-  add_custom_command(OUTPUT ${gen}/triton_images.cpp
+  add_custom_command(OUTPUT ${gen}/triton_images.cpp ${gen}/triton_launchers.h
     COMMAND ${ROFORMER_PYTHON} ${PROJECT_SOURCE_DIR}/src/kernels/triton/aot.py --out ${gen}
             --targets ${ROFORMER_TRITON_TARGETS} --jobs ${cores} ${ROFORMER_TRITON_MODULES}
     DEPENDS ${triton_sources}
     COMMENT "Triton: compiling the fused kernels ahead of time for sm_${targets_text}"
     VERBATIM)
-  target_sources(roformer_lib PRIVATE ${gen}/triton_images.cpp)
+  # triton_launchers.h: one typed launcher per kernel (src/kernels/triton_runtime.h), so the kernels'
+  # C++ callers (src/kernels/*.cpp) fail to compile when a kernel's parameters change.
+  # Only the files that define ROFORMER_WITH_TRITON_KERNELS read it (the include directory is theirs,
+  # so every other object keeps its flags and its ccache entries).
+  target_sources(roformer_lib PRIVATE ${gen}/triton_images.cpp ${gen}/triton_launchers.h)
   file(GLOB kernel_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/kernels/*.cpp)
   set_source_files_properties(${kernel_sources} ${gen}/triton_images.cpp PROPERTIES
-    COMPILE_DEFINITIONS ROFORMER_WITH_TRITON_KERNELS)
+    COMPILE_DEFINITIONS ROFORMER_WITH_TRITON_KERNELS INCLUDE_DIRECTORIES ${CMAKE_BINARY_DIR})
   message(STATUS "Fused kernels: yes, Triton ahead of time for sm_${targets_text} (${ROFORMER_TRITON_MODULES}); "
                  "cuda.h from ${ROFORMER_CUDA_DRIVER_HEADER_DIR}")
 elseif(ROFORMER_WITH_TRITON_KERNELS STREQUAL "ON")

@@ -46,20 +46,24 @@ class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFuncti
 
 LaunchPlan plan_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& loss_rows,
                                       const Tensor& correct_rows, const Tensor& lse) {
-  LaunchPlan plan{"cross_entropy_fwd", dtype_name(logits.scalar_type()), {static_cast<uint32_t>(logits.size(0)), 1, 1},
-                  KernelArgs()};
-  plan.args.tensor(logits).tensor(labels).tensor(loss_rows).tensor(correct_rows).tensor(lse).i32(logits.size(1))
-      .i32(logits.stride(0));
-  return plan;
+#ifdef ROFORMER_WITH_TRITON_KERNELS
+  using K = triton::cross_entropy_fwd;
+  return {K::kKernel, dtype_name(logits.scalar_type()), {static_cast<uint32_t>(logits.size(0)), 1, 1},
+          K::args(logits, labels, loss_rows, correct_rows, lse, logits.size(1), logits.stride(0))};
+#else
+  no_triton_kernels("plan_cross_entropy_forward");
+#endif
 }
 
 LaunchPlan plan_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& lse, const Tensor& grad,
                                        const Tensor& dlogits) {
-  LaunchPlan plan{"cross_entropy_bwd", dtype_name(logits.scalar_type()), {static_cast<uint32_t>(logits.size(0)), 1, 1},
-                  KernelArgs()};
-  plan.args.tensor(logits).tensor(labels).tensor(lse).tensor(grad).tensor(dlogits).i32(logits.size(1))
-      .i32(logits.stride(0)).i32(dlogits.stride(0));
-  return plan;
+#ifdef ROFORMER_WITH_TRITON_KERNELS
+  using K = triton::cross_entropy_bwd;
+  return {K::kKernel, dtype_name(logits.scalar_type()), {static_cast<uint32_t>(logits.size(0)), 1, 1},
+          K::args(logits, labels, lse, grad, dlogits, logits.size(1), logits.stride(0), dlogits.stride(0))};
+#else
+  no_triton_kernels("plan_cross_entropy_backward");
+#endif
 }
 
 std::optional<std::string> triton_cross_entropy_unsupported(const Tensor& logits, const Tensor& labels) {

@@ -39,10 +39,9 @@ DropoutRng reserve_dropout_rng(const torch::Device& device, int64_t n) {
 torch::Tensor dropout_keep_mask(const torch::Device& device, int64_t n, double p) {
   auto rng = reserve_dropout_rng(device, n);
   auto keep = torch::empty({n}, torch::TensorOptions().dtype(torch::kByte).device(device));
-  KernelArgs args;
-  args.pointer(rng.seed, "*i64").pointer(rng.offset, "*i64").i64(rng.offset_add).tensor(keep).i64(n).f32(p);
+  KernelArgs args = triton::dropout_keep_mask::args(rng.seed, rng.offset, rng.offset_add, keep, n, p);
   const auto programs = static_cast<uint32_t>((n + 1023) / 1024);  // BLOCK = 1024 (layer_norm.py, aot_variants)
-  launch_triton("dropout_keep_mask", "u8", device, {programs, 1, 1}, args);
+  launch_triton(triton::dropout_keep_mask::kKernel, "u8", device, {programs, 1, 1}, args);
   return keep;
 }
 

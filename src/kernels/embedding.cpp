@@ -95,20 +95,21 @@ LaunchPlan plan_embedding_forward(const EmbeddingInputs& in, const Tensor& gamma
                                   const Tensor& rng_used, double p, double eps) {
   const int64_t E = in.word.size(1), M = in.ids.numel(), T = in.ids.size(1);
   const bool dropout = p > 0;
-  const void* seed = dropout ? rng.seed : rng_used.data_ptr();  // not read without dropout
-  const void* offset = dropout ? rng.offset : rng_used.data_ptr();
+#ifdef ROFORMER_WITH_TRITON_KERNELS
+  const int64_t* seed = dropout ? rng.seed : rng_used.data_ptr<int64_t>();  // not read without dropout
+  const int64_t* offset = dropout ? rng.offset : rng_used.data_ptr<int64_t>();
   // Unused tables and ids are given another tensor of their type: never read.
   const Tensor& type = in.type.defined() ? in.type : in.word;
   const Tensor& position = in.position.defined() ? in.position : in.word;
-  LaunchPlan plan{"embedding_layer_norm_fwd", layer_norm_variant(in.word.scalar_type(), E),
-                  {static_cast<uint32_t>(M), 1, 1}, KernelArgs()};
-  plan.args.tensor(in.ids).tensor(in.word).tensor(in.type_ids.defined() ? in.type_ids : in.ids).tensor(type)
-      .tensor(position).tensor(gamma).tensor(beta).tensor(z).tensor(y).tensor(mean).tensor(rstd)
-      .pointer(seed, "*i64").pointer(offset, "*i64").tensor(rng_used)
-      .i64(dropout ? rng.offset_add : 0).i32(E).i32(T).i32(in.position_offset)
-      .i32(in.word.stride(0)).i32(type.stride(0)).i32(position.stride(0))
-      .f32(p).f32(eps).i32(type_mode(in)).i32(in.position.defined()).i32(dropout);
-  return plan;
+  using K = triton::embedding_layer_norm_fwd;
+  return {K::kKernel, layer_norm_variant(in.word.scalar_type(), E), {static_cast<uint32_t>(M), 1, 1},
+          K::args(in.ids, in.word, in.type_ids.defined() ? in.type_ids : in.ids, type, position, gamma, beta, z, y, mean,
+                  rstd, seed, offset, rng_used, dropout ? rng.offset_add : 0, E, T, in.position_offset,
+                  in.word.stride(0), type.stride(0), position.stride(0), p, eps, type_mode(in),
+                  in.position.defined(), dropout)};
+#else
+  no_triton_kernels("plan_embedding_forward");
+#endif
 }
 
 std::optional<std::string> triton_embedding_unsupported(const EmbeddingInputs& in, const Tensor& gamma,

@@ -134,17 +134,19 @@ LaunchPlan plan_layer_norm_forward(const Tensor& x, const Tensor& residual, cons
                                    const DropoutRng& rng, const Tensor& rng_used, double p, double eps) {
   const int64_t H = x.size(-1), M = x.numel() / H;
   const bool dropout = p > 0;
+#ifdef ROFORMER_WITH_TRITON_KERNELS
   // Without dropout SEED/OFFSET are not read: any int64 pointer will do.
-  const void* seed = dropout ? rng.seed : rng_used.data_ptr();
-  const void* offset = dropout ? rng.offset : rng_used.data_ptr();
-  LaunchPlan plan{"residual_dropout_layer_norm_fwd", layer_norm_variant(x.scalar_type(), H),
-                  {static_cast<uint32_t>(M), 1, 1}, KernelArgs()};
-  plan.args.tensor(x).tensor(residual.defined() ? residual : x).tensor(gamma).tensor(beta).tensor(z).tensor(y)
-      .tensor(mean).tensor(rstd).pointer(seed, "*i64").pointer(offset, "*i64").tensor(rng_used)
-      .i64(dropout ? rng.offset_add : 0).i32(H)
-      .i32(H).i32(H).i32(H).i32(H)  // row strides of x, residual, z, y: contiguous rows
-      .f32(p).f32(eps).i32(residual.defined()).i32(dropout);
-  return plan;
+  const int64_t* seed = dropout ? rng.seed : rng_used.data_ptr<int64_t>();
+  const int64_t* offset = dropout ? rng.offset : rng_used.data_ptr<int64_t>();
+  using K = triton::residual_dropout_layer_norm_fwd;
+  return {K::kKernel, layer_norm_variant(x.scalar_type(), H), {static_cast<uint32_t>(M), 1, 1},
+          K::args(x, residual.defined() ? residual : x, gamma, beta, z, y, mean, rstd, seed, offset, rng_used,
+                  dropout ? rng.offset_add : 0, H,
+                  H, H, H, H,  // row strides of x, residual, z, y: contiguous rows
+                  p, eps, residual.defined(), dropout)};
+#else
+  no_triton_kernels("plan_layer_norm_forward");
+#endif
 }
 
 LaunchPlan plan_layer_norm_backward(const Tensor& dy, const Tensor& dz_in, const Tensor& z, const Tensor& gamma,
@@ -153,15 +155,17 @@ LaunchPlan plan_layer_norm_backward(const Tensor& dy, const Tensor& dz_in, const
                                     DropoutAt dropout_at) {
   const int64_t H = z.size(-1), M = z.numel() / H, programs = partial.size(1);
   const bool dropout = dropout_at == DropoutAt::kInput;  // dx written
-  LaunchPlan plan{"residual_dropout_layer_norm_bwd", layer_norm_variant(z.scalar_type(), H),
-                  {static_cast<uint32_t>(programs), 1, 1}, KernelArgs()};
+#ifdef ROFORMER_WITH_TRITON_KERNELS
+  using K = triton::residual_dropout_layer_norm_bwd;
   // Unused pointers (dz_in, dr or dx) are given another tensor of the type: never read or written.
-  plan.args.tensor(dy).tensor(dz_in.defined() ? dz_in : dy).tensor(z).tensor(gamma).tensor(mean).tensor(rstd)
-      .tensor(rng_used).tensor(dr.defined() ? dr : dx).tensor(dropout ? dx : dr).tensor(partial[0]).tensor(partial[1])
-      .i32(M).i32(H).i32(rows)
-      .i32(H).i32(H).i32(H).i32(H).i32(H)  // row strides of dy, dz_in, z, dr, dx: contiguous rows
-      .f32(p).i32(dz_in.defined()).i32(static_cast<int>(dropout_at)).i32(dr.defined());
-  return plan;
+  return {K::kKernel, layer_norm_variant(z.scalar_type(), H), {static_cast<uint32_t>(programs), 1, 1},
+          K::args(dy, dz_in.defined() ? dz_in : dy, z, gamma, mean, rstd, rng_used, dr.defined() ? dr : dx,
+                  dropout ? dx : dr, partial[0], partial[1], M, H, rows,
+                  H, H, H, H, H,  // row strides of dy, dz_in, z, dr, dx: contiguous rows
+                  p, dz_in.defined(), static_cast<int>(dropout_at), dr.defined())};
+#else
+  no_triton_kernels("plan_layer_norm_backward");
+#endif
 }
 
 std::pair<int64_t, int64_t> layer_norm_backward_blocks(int64_t M, const torch::Device& device) {

@@ -58,9 +58,13 @@ class RotaryFunction : public torch::autograd::Function<RotaryFunction> {
 LaunchPlan plan_rotary(const Tensor& x, int64_t row_stride, const Tensor& out, const Tensor& table, int64_t T,
                        int64_t H, int64_t D, bool inverse) {
   const int64_t tokens = out.numel() / (2 * H);
-  LaunchPlan plan{"rotary_qk", rotary_variant(x.scalar_type(), H), {static_cast<uint32_t>(tokens), 1, 1}, KernelArgs()};
-  plan.args.tensor(x).tensor(out).tensor(table).i32(T).i32(row_stride).i32(H).i32(D / 2).i32(table.stride(0)).i32(inverse);
-  return plan;
+#ifdef ROFORMER_WITH_TRITON_KERNELS
+  using K = triton::rotary_qk;
+  return {K::kKernel, rotary_variant(x.scalar_type(), H), {static_cast<uint32_t>(tokens), 1, 1},
+          K::args(x, out, table, T, row_stride, H, D / 2, table.stride(0), inverse)};
+#else
+  no_triton_kernels("plan_rotary");
+#endif
 }
 
 std::optional<std::string> triton_rotary_unsupported(const Tensor& qk, const Tensor& table) {

@@ -303,4 +303,9 @@ void launch_triton(const std::string& kernel, const std::string& variant, const 
 
 #endif
 
+void no_triton_kernels(const char* what) {
+  TORCH_CHECK(false, what, " needs the fused kernels, but this build has none (ROFORMER_WITH_TRITON_KERNELS off: see "
+              "the CMake configure output)");
+}
+
 }  // namespace roformer::kernels

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,33 @@ bool triton_kernels_built();
 // for any other, or when kernel/variant was not compiled.
 const TritonImage* find_triton_image(const std::string& kernel, const std::string& variant, int major, int minor);
 
+// The typed arguments of the generated launchers (build/kernels/triton_launchers.h, which aot.py
+// writes from each kernel's parameters: triton::<kernel>::args(...)), so that a call with another
+// number or kind of arguments than the kernel takes does not compile. A pointer is a tensor (its
+// dtype checked at launch against the variant's signature) or a raw int64 device pointer (the
+// dropout generator's seed and offset); integers are integers, floats floats.
+struct PtrArg {
+  PtrArg(const torch::Tensor& t) : tensor(&t) {}  // NOLINT: implicit, as a parameter
+  PtrArg(const int64_t* p) : raw(p) {}             // NOLINT
+  const torch::Tensor* tensor = nullptr;
+  const int64_t* raw = nullptr;
+};
+struct I32Arg {
+  template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+  I32Arg(T v) : value(static_cast<int64_t>(v)) {}  // NOLINT; checked to fit at KernelArgs::arg
+  int64_t value;
+};
+struct I64Arg {
+  template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+  I64Arg(T v) : value(static_cast<int64_t>(v)) {}  // NOLINT
+  int64_t value;
+};
+struct F32Arg {
+  template <class T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+  F32Arg(T v) : value(static_cast<double>(v)) {}  // NOLINT
+  double value;
+};
+
 // A kernel's runtime arguments, in the order of its parameters, each stored at the width its PTX
 // declares (pointers and i64: 8 bytes, i32 and fp32: 4; an fp32 is never passed as a double), with
 // the type recorded so a launch can check the list against the image's signature.
@@ -60,6 +88,11 @@ class KernelArgs {
   KernelArgs& i32(int64_t v);                  // checked to fit
   KernelArgs& i64(int64_t v);
   KernelArgs& f32(double v);
+  // The same from the generated launchers' typed arguments.
+  KernelArgs& arg(const PtrArg& p) { return p.tensor ? tensor(*p.tensor) : pointer(p.raw, "*i64"); }
+  KernelArgs& arg(I32Arg v) { return i32(v.value); }
+  KernelArgs& arg(I64Arg v) { return i64(v.value); }
+  KernelArgs& arg(F32Arg v) { return f32(v.value); }
   // "*bf16,*i64,i32,fp32,...", comparable with TritonImage::signature.
   std::string signature() const;
   size_t size() const { return types_.size(); }
@@ -104,9 +137,16 @@ bool aligned16(const torch::Tensor& t);
 // then copied into a fresh buffer, and the copy is noted as `op`'s path (op_paths.h), once.
 torch::Tensor contiguous_aligned(const torch::Tensor& t, const std::string& op, const std::string& name);
 
+// Throws: `what` needs the fused kernels, which this build does not hold.
+[[noreturn]] void no_triton_kernels(const char* what);
+
 // The device's compute capability (major, minor); CUDA builds only (throws elsewhere).
 std::pair<int, int> device_capability(const torch::Device& device);
 // Streaming multiprocessors of the device (grid sizes of the row-block kernels).
 int device_sm_count(const torch::Device& device);
 
 }  // namespace roformer::kernels
+
+#ifdef ROFORMER_WITH_TRITON_KERNELS
+#include "kernels/triton_launchers.h"  // generated: triton::<kernel>::kKernel and ::args(...), one per kernel
+#endif

@@ -7,7 +7,10 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "kernels/cross_entropy.h"
@@ -44,6 +47,30 @@ TEST(TritonRuntime, ArgumentsAreStoredAtTheKernelsWidthsFp32AsAFloat) {
   EXPECT_THROW(KernelArgs().i32(int64_t{1} << 31), c10::Error);
   EXPECT_EQ(triton_pointer_type(torch::kFloat), "*fp32");
   EXPECT_EQ(triton_pointer_type(torch::kLong), "*i64");
+}
+
+// The AOT step writes a typed launcher per kernel (build/kernels/triton_launchers.h, issue 52): the
+// kernels' C++ callers name each runtime parameter with its kind, so a kernel whose parameters change
+// no longer compiles against its callers. Every compiled kernel has one; rotary_qk's reads as its
+// Triton signature (pointers, then i32s; the constexpr BLOCK left out).
+TEST(TritonRuntime, EveryKernelHasATypedLauncher) {
+  if (!triton_kernels_built()) GTEST_SKIP() << "this build has no fused kernels (ROFORMER_WITH_TRITON_KERNELS off)";
+  const auto path = std::filesystem::path(ROFORMER_TEST_BIN).parent_path() / "kernels" / "triton_launchers.h";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string header = text.str();
+  std::set<std::string> kernels;
+  for (const auto& image : triton_images()) kernels.insert(image.kernel);
+  EXPECT_GE(kernels.size(), 6u);
+  for (const auto& kernel : kernels) {
+    EXPECT_NE(header.find("struct " + kernel + " {"), std::string::npos) << kernel;
+    EXPECT_NE(header.find("static constexpr const char* kKernel = \"" + kernel + "\";"), std::string::npos) << kernel;
+  }
+  EXPECT_NE(header.find("static KernelArgs args(PtrArg X, PtrArg OUT, PtrArg TABLE, I32Arg T, I32Arg row_stride, "
+                        "I32Arg n_pairs, I32Arg half_d, I32Arg table_stride, I32Arg inverse) {"),
+            std::string::npos) << header;
 }
 
 TEST(TritonRuntime, ImagesAreCubinsForSm90AndSm80) {
