@@ -45,6 +45,9 @@ class Bert final : public Family {
   }
 
  protected:
+  std::vector<std::pair<std::string, std::string>> unused_parts() const override {
+    return {{"bert.pooler.", "the pooler"}, {"cls.seq_relationship.", "the next-sentence head"}};
+  }
   const char* prefix() const override { return "bert."; }
 };
 

@@ -54,6 +54,10 @@ class Family {
   // Whether its models always have a token-type table: an export of a model without token types
   // then writes one all-zero row (which adds nothing), and --init-from drops it again.
   virtual bool token_types_always() const { return true; }
+  // The parts a released checkpoint of the family may carry that masked-language-model training does
+  // not compute (BERT's pooler and next-sentence head, in BertForPreTraining checkpoints): (prefix of
+  // their tensors' names, what they are). --init-from leaves them out and says so.
+  virtual std::vector<std::pair<std::string, std::string>> unused_parts() const { return {}; }
 
   // Our parameter names (Hugging Face RoFormer's) as the family spells them, and back. Names
   // outside the renamed parts (the MLM head, the parts named as the family names them) pass unchanged.

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -53,7 +54,8 @@ void check_export_tokenizer(InitSource& s) {
       throw Error(fmt::format("--init-from: {} has no {}, the {} `roformer export` writes next to the weights (its {} "
                               "names it); the weights are only usable with the tokenizer they were trained with: put "
                               "it back, or export the checkpoint again", s.dir, name,
-                              name == "spiece.model" ? "SentencePiece model" : "tokenizer", checkpoint::kExportRecordFile));
+                              name == "spiece.model" ? "SentencePiece model" : "tokenizer",
+                              checkpoint::kExportRecordFile));
     s.tokenizer_model = file.string();
   }
   const std::string recorded = reader.string("tokenizer_fingerprint");
@@ -240,10 +242,28 @@ void extend_positions(const InitSource& source, const model::RoFormerForMaskedLM
       t = t.repeat({(rows + t.size(0) - 1) / t.size(0), 1}).narrow(0, 0, rows).contiguous();
 }
 
+// The parts of a released checkpoint that masked-language-model training does not compute
+// (hf::Family::unused_parts: BertForPreTraining's pooler and next-sentence head): left out, said once.
+void drop_unused_parts(const InitSource& source, std::map<std::string, torch::Tensor>& tensors) {
+  std::vector<std::string> said;
+  int64_t dropped = 0;
+  for (const auto& [prefix, what] : source.family->unused_parts()) {
+    int64_t n = 0;
+    for (auto it = tensors.begin(); it != tensors.end();)
+      it = it->first.rfind(prefix, 0) == 0 ? (++n, tensors.erase(it)) : std::next(it);
+    if (n > 0) said.push_back(fmt::format("{} ({}*)", what, prefix));
+    dropped += n;
+  }
+  if (dropped > 0)
+    spdlog::info("--init-from {}: left out {} tensor(s) masked-language-model training does not use: {}", source.dir,
+                 dropped, fmt::join(said, ", "));
+}
+
 }  // namespace
 
 void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model) {
   auto tensors = core::load_safetensors(source.weights);
+  if (source.family) drop_unused_parts(source, tensors);
   if (source.family) {
     // An export names the tensors as its Hugging Face family does (bert., deberta. and its *_proj).
     std::map<std::string, torch::Tensor> renamed;
