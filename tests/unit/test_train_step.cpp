@@ -317,11 +317,13 @@ TEST(MasterWeights, TrainStepTracksFp32) {
 
 // train.fp8 dynamic (issue 51) on the CPU, where _scaled_mm runs: bf16 parameters over fp32 masters,
 // every encoder GEMM in FP8 ("fp8" the only path), losses within FP8's rounding of the bf16 step's;
-// the parameters (names, dtypes) are the bf16 step's; two runs give the same losses (what exact resume
-// needs: the scales are recomputed from the tensors, no state); and gradient checkpointing replays the
-// forward's FP8 state in its recompute (the same losses as without it).
+// the parameters (names, dtypes) are the bf16 step's; two runs (dropout off: the steps run interleaved)
+// give the same losses (what exact resume needs: the scales are recomputed from the tensors, no state);
+// and gradient checkpointing replays the forward's FP8 state in its recompute (the same losses as
+// without it).
 TEST(Fp8Step, TrainsLikeBf16WithTheSameParametersAndReplaysUnderCheckpointing) {
-  const std::vector<std::string> bf16_keys = {"train.param_dtype=bf16", "model.hidden_dropout=0"};
+  const std::vector<std::string> bf16_keys = {"train.param_dtype=bf16", "model.hidden_dropout=0",
+                                              "model.attention_dropout=0"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), bf16_keys.begin(), bf16_keys.end());
     return make_step(tiny_step_config(true, 1.0, "cpu", "bf16", extra));
