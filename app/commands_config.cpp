@@ -1,4 +1,4 @@
-// `roformer config print|defaults`.
+// `roformer config print|defaults|from-hf`.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "core/config.h"
+#include "tools/config_from_hf.h"
 #include "train/run_config.h"
 
 namespace roformer::app {
@@ -28,6 +29,14 @@ void register_config_commands(CLI::App& app) {
   auto* defaults = config->add_subcommand("defaults", "Print every key with its default, type, range and meaning");
   defaults->add_flag("--markdown", *markdown, "Markdown table (docs/config.md is generated this way)");
   defaults->callback([markdown] { std::cout << config::defaults_reference(*markdown); });
+
+  auto dir = std::make_shared<std::string>();
+  auto* from_hf = config->add_subcommand(
+      "from-hf", "Print a config whose model section is the weights' of a Hugging Face model directory (its "
+                 "config.json), for train -c IT --init-from DIR");
+  from_hf->add_option("dir", *dir, "A Hugging Face model directory (save_pretrained's, a Hub download) or a "
+                                   "roformer export")->required();
+  from_hf->callback([dir] { std::cout << tools::config_from_hf(*dir); });
 }
 
 }  // namespace roformer::app

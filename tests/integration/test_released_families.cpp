@@ -59,6 +59,31 @@ TEST_F(ReleasedFamilies, BertFromTransformersContinuesAndExportsBackAsBert) {
   EXPECT_EQ(back.exit_code, 0) << back.output;
 }
 
+// `roformer config from-hf DIR` prints the config --init-from DIR takes as it is: no model key written
+// by hand. A directory it cannot read is one line naming it.
+TEST_F(ReleasedFamilies, ConfigFromHfIsTheConfigInitFromTakes) {
+  ASSERT_FALSE(make("bert", "bert").empty());
+  const std::string yaml = tmp_.str("from_hf.yaml");
+  auto printed = run_command(roformer_bin() + " config from-hf " + tmp_.str("bert") + " > " + yaml);
+  ASSERT_EQ(printed.exit_code, 0) << printed.output;
+  const std::string text = read_file(yaml);
+  EXPECT_NE(text.find("(BertForMaskedLM, learned absolute positions)"), std::string::npos) << text;
+  EXPECT_NE(text.find("  hidden_size: 64\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  max_seq_len: 128\n"), std::string::npos) << "within the 128-row table\n" << text;
+  auto trained = run_roformer("train -c " + yaml + " --init-from " + tmp_.str("bert") + " --run-dir " +
+                              tmp_.str("run") + " --set 'data.train_files=[" + tmp_.str("train.txt") + "]'" +
+                              " --set train.steps=1 --set train.batch_size=2 --set train.device=cpu"
+                              " --set train.num_threads=1");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("new run from the weights of Hugging Face export " + tmp_.str("bert")),
+            std::string::npos) << trained.output;
+  write_file(tmp_.str("empty/notes.txt"), "mine");
+  auto none = run_roformer("config from-hf " + tmp_.str("empty"));
+  EXPECT_EQ(none.exit_code, 1) << none.output;
+  EXPECT_NE(none.output.find("config from-hf: " + tmp_.str("empty") + " has no config.json; give a Hugging Face "
+                             "model directory"), std::string::npos) << none.output;
+}
+
 TEST_F(ReleasedFamilies, BertForPreTrainingLeavesItsPoolerAndNextSentenceHeadOut) {
   const std::string model = make("bert-pretraining", "bert");
   ASSERT_FALSE(model.empty());
