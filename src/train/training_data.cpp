@@ -88,14 +88,15 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
                               "checkpoint is damaged", dir));
     const std::string own_dir = checkpoint::RunLayout(plan.run_dir).tokenizer_dir();
     path = (fs::path(own_dir) / saved.files().front().first).string();
-    bool current = false;  // the run directory's copy is that tokenizer (a damaged copy is written again)
-    try {
+    try {  // the run directory's copy, kept when it is that tokenizer (a damaged copy is written again)
       std::error_code ec;
-      current = fs::exists(path, ec) && data::Tokenizer::load(own_dir).fingerprint() == saved.fingerprint();
+      if (fs::exists(path, ec)) tokenizer_ = data::Tokenizer::load(own_dir);
     } catch (const Error&) {
     }
-    if (!current) saved.save(own_dir);
-    tokenizer_ = data::Tokenizer::load(own_dir);
+    if (!tokenizer_ || tokenizer_->fingerprint() != saved.fingerprint()) {
+      saved.save(own_dir);
+      tokenizer_ = data::Tokenizer::load(own_dir);
+    }
     return;
   }
   path = plan.init ? adopt_init_tokenizer(*plan.init, plan.cfg, plan.run_dir) : plan.cfg.tokenizer.model;

@@ -32,6 +32,17 @@ namespace {
 // Tolerances: fp32 kernels on CUDA (TF32 off) agree to float rounding, accumulated over 6 steps.
 constexpr double kFp32Rtol = 1e-4, kFp32Atol = 1e-5;
 
+// The losses of `steps` steps of `t`, each read back and expected finite.
+std::vector<double> finite_losses(StepUnderTest& t, int steps) {
+  std::vector<double> out;
+  for (int i = 0; i < steps; ++i) {
+    const auto r = t.run(true);
+    EXPECT_TRUE(r.finite) << "step " << i + 1;
+    out.push_back(r.loss);
+  }
+  return out;
+}
+
 // One trainer after the other, as on the CPU: each reseeds the CUDA generator on setup, so both
 // draw the same batches and dropout masks (interleaved steps would share the generator's stream).
 TEST(GpuStep, FusedAdamWOnCudaEqualsTheLoop) {
@@ -305,13 +316,7 @@ TEST(GpuStep, FusedEntriesTrainLikeTheDefaultStep) {
                                         {"model.hidden_dropout=0.1", "model.attention_dropout=0.1",
                                          std::string("train.cuda_graph=") + (graph ? "true" : "false")}));
     EXPECT_EQ(t->step->cuda_graphs() != nullptr, graph);
-    std::vector<double> losses;
-    for (int i = 0; i < 6; ++i) {
-      const auto r = t->run(true);
-      EXPECT_TRUE(r.finite) << "step " << i + 1;
-      losses.push_back(r.loss);
-    }
-    return losses;
+    return finite_losses(*t, 6);
   };
   const auto eager = dropout_losses(false), graphed = dropout_losses(true);
   for (size_t i = 0; i < eager.size(); ++i)
@@ -395,13 +400,7 @@ TEST(GpuStep, GemmEpiloguesTrainUnderCudaGraphsLikeTheDefaultStep) {
     auto t = make_step(tiny_step_config(true, 1.0, "cuda", "bf16",
                                         {"model.hidden_act=gelu_tanh", "model.hidden_dropout=0", "model.attention_dropout=0",
                                          std::string("train.cuda_graph=") + (graph ? "true" : "false")}));
-    std::vector<double> out;
-    for (int i = 0; i < 6; ++i) {
-      const auto r = t->run(true);
-      EXPECT_TRUE(r.finite) << "step " << i + 1;
-      out.push_back(r.loss);
-    }
-    return out;
+    return finite_losses(*t, 6);
   };
   const auto plain = losses(false, true), eager = losses(true, false), graphed = losses(true, true);
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_NEAR(graphed[i], eager[i], 1e-5 * eager[i]) << "step " << i + 1;
@@ -425,13 +424,10 @@ TEST(GpuStep, Fp8TrainsUnderCudaGraphsLikeTheBf16Step) {
                                         {"model.hidden_size=64", "model.intermediate_size=256", "model.hidden_dropout=0",
                                          "model.attention_dropout=0", std::string("train.fp8=") + (fp8 ? "dynamic" : "off"),
                                          std::string("train.cuda_graph=") + (graph ? "true" : "false")}));
-    std::vector<double> out;
-    for (int i = 0; i < 6; ++i) {
-      const auto r = t->run(true);
-      EXPECT_TRUE(r.finite) << "step " << i + 1;
-      out.push_back(r.loss);
+    const std::vector<double> out = finite_losses(*t, 6);
+    if (fp8) {
+      EXPECT_EQ(roformer::kernels::op_paths().at("fp8_linear"), "fp8");
     }
-    if (fp8) EXPECT_EQ(roformer::kernels::op_paths().at("fp8_linear"), "fp8");
     return out;
   };
   const auto plain = losses(false, true), eager = losses(true, false), graphed = losses(true, true);
