@@ -339,6 +339,12 @@ const std::vector<std::pair<Activation, const char*>>& enum_names() {
   return names;
 }
 template <>
+const std::vector<std::pair<FeedForward, const char*>>& enum_names() {
+  static const std::vector<std::pair<FeedForward, const char*>> names = {{FeedForward::kMlp, "mlp"},
+                                                                         {FeedForward::kGlu, "glu"}};
+  return names;
+}
+template <>
 const std::vector<std::pair<Precision, const char*>>& enum_names() {
   static const std::vector<std::pair<Precision, const char*>> names = {
       {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
@@ -510,7 +516,30 @@ std::vector<Field> build_fields() {
                  "Additive biases in every linear layer and LayerNorm; false: none (ModernBERT; no bias adds and no "
                  "bias gradients), the MLM decoder's output bias kept. Exports write zero biases, so Hugging Face "
                  "loads them unchanged");
+  ROFORMER_FIELD(model, feed_forward, kRefuse,
+                 "mlp: W_2 act(W_1 x); glu: W_in maps to 2 x intermediate_size, act of its first half times the "
+                 "second, then W_o (ModernBERT's GeGLU with gelu)");
+  ROFORMER_FIELD(model, first_attention_norm, kRefuse,
+                 "pre-LN: layer 0 normalizes its attention input; false: the embedding LayerNorm's output enters "
+                 "layer 0's attention as it is (ModernBERT)");
+  ROFORMER_FIELD(model, local_attention, kRefuse,
+                 "Window of the local layers: a token attends to those within +-local_attention/2 (ModernBERT: "
+                 "128); 0: every layer attends globally",
+                 at_least(0));
+  ROFORMER_FIELD(model, global_attention_every, kRefuse,
+                 "With local_attention: layers 0, n, 2n, ... attend globally, the others locally (ModernBERT: 3)",
+                 at_least(1));
+  ROFORMER_FIELD(model, local_rotary_base, kRefuse,
+                 "Rotary base of the local layers (ModernBERT: 10000, its global layers 160000 from rotary_base); 0: "
+                 "rotary_base",
+                 at_least(0));
   ROFORMER_FIELD(model, gradient_checkpointing, kRefuse, "Recompute each layer in backward to save activation memory");
+  ROFORMER_FIELD(model, family, kExact,
+                 "The Hugging Face family `roformer export` writes (config.json's model_type): auto, the one whose "
+                 "architecture the model has (roformer: rotary, bert: absolute, deberta-v2: disentangled, "
+                 "modernbert: feed_forward glu); roberta: a BERT-like model exported as RoBERTa (set by `config "
+                 "from-hf` for a RoBERTa directory)",
+                 one_of({"auto", "roformer", "bert", "roberta", "deberta-v2", "modernbert"}));
   // tokenizer
   ROFORMER_FIELD(tokenizer, model, kRefuse, "Existing SentencePiece .model to use; empty trains one into RUN_DIR/tokenizer");
   ROFORMER_FIELD(tokenizer, input, kRefuse, "Text files to train the tokenizer on; empty uses data.train_files");
@@ -847,6 +876,7 @@ std::string to_string(RelativeTerms value) { return enum_name(value); }
 std::string to_string(Norm value) { return enum_name(value); }
 std::string to_string(Attention value) { return enum_name(value); }
 std::string to_string(Activation value) { return enum_name(value); }
+std::string to_string(FeedForward value) { return enum_name(value); }
 std::string to_string(Precision value) { return enum_name(value); }
 std::string to_string(ParamDtype value) { return enum_name(value); }
 std::string to_string(Fp8 value) { return enum_name(value); }

@@ -27,6 +27,7 @@ enum class RelativeTerms { kBoth, kC2P, kP2C };
 enum class Norm { kPost, kPre };                     // LayerNorm after or before each residual block
 enum class Attention { kSoftmax, kLinear };
 enum class Activation { kGelu, kGeluTanh, kRelu };  // gelu (erf), gelu (tanh approximation), relu
+enum class FeedForward { kMlp, kGlu };              // W_2 act(W_1 x), or W_o (act(x W_in) * x W_gate) (GeGLU with gelu)
 enum class Precision { kFp32, kBf16, kFp16 };        // fp32, or autocast to bf16 / fp16
 enum class ParamDtype { kAuto, kFp32, kBf16 };       // the parameters the step computes with (auto: see resolve_param_dtype)
 enum class Fp8 { kOff, kDynamic };                   // the encoder layers' GEMMs in FP8: off, or per-tensor dynamic scaling
@@ -36,6 +37,7 @@ std::string to_string(RelativeTerms value);
 std::string to_string(Norm value);
 std::string to_string(Attention value);
 std::string to_string(Activation value);
+std::string to_string(FeedForward value);
 std::string to_string(Precision value);
 std::string to_string(ParamDtype value);
 std::string to_string(Fp8 value);
@@ -68,7 +70,15 @@ struct ModelConfig {
   Attention attention = Attention::kSoftmax;  // softmax | linear
   Activation hidden_act = Activation::kGelu;  // gelu | gelu_tanh | relu
   bool bias = true;                       // additive biases in the linear layers and LayerNorms (false: ModernBERT's none; the MLM decoder keeps its own)
+  FeedForward feed_forward = FeedForward::kMlp;  // mlp | glu (ModernBERT's GeGLU: W_in to 2 x intermediate_size)
+  bool first_attention_norm = true;       // pre-LN: layer 0 normalizes its attention input (false: the embedding LayerNorm serves, ModernBERT)
+  int64_t local_attention = 0;            // window of local layers: tokens attend within +-local_attention/2; 0: every layer global
+  int64_t global_attention_every = 3;     // with local_attention: layers 0, n, 2n, ... attend globally, the others locally
+  double local_rotary_base = 0.0;         // rotary base of the local layers; 0: rotary_base
   bool gradient_checkpointing = false;
+  // The Hugging Face family the model exports as (config.json's model_type): auto, the one of its
+  // architecture (hf/family.h); roberta for a BERT-like model started from RoBERTa.
+  std::string family = "auto";
 };
 
 struct TokenizerConfig {

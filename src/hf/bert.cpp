@@ -21,10 +21,14 @@ class Bert final : public Family {
   const char* description() const override {
     return "A BERT encoder (learned absolute position embeddings; `model.position: absolute`)";
   }
+  const char* what() const override { return "learned absolute positions"; }
   config::Position position() const override { return config::Position::kAbsolute; }
-  const char* positions_phrase() const override { return "learned absolute positions"; }
+  bool claims(const config::ModelConfig& m) const override {
+    return m.position == config::Position::kAbsolute && m.feed_forward == config::FeedForward::kMlp;
+  }
 
   void check_expressible(const model::RoFormerOptions& options) const override {
+    check_bert_layers(options, title());
     if (options.embedding_size() != options.model().hidden_size)
       throw Error(fmt::format("this model has learned absolute positions and a factorized embedding "
                               "(model.embedding_size {} != model.hidden_size {}); Hugging Face's BERT has no "
@@ -32,16 +36,18 @@ class Bert final : public Family {
                               options.model().hidden_size));
   }
 
-  void write_config(const model::RoFormerOptions&, nlohmann::json& config) const override {
+  void write_config(const model::RoFormerOptions& options, nlohmann::json& config) const override {
+    write_bert_config(options, config);
     config["position_embedding_type"] = "absolute";
     config["use_cache"] = false;
   }
 
-  void read_config(const core::JsonReader& config, config::ModelConfig&) const override {
+  config::ModelConfig read_config(const core::JsonReader& config) const override {
     const std::string type = config.string("position_embedding_type", "absolute");
     if (type != "absolute")
       throw Error(fmt::format("{} has position_embedding_type \"{}\"; roformer's BERT-style models have learned "
                               "absolute positions only", config.origin(), type));
+    return read_bert_config(config, position());
   }
 
  protected:

@@ -18,6 +18,12 @@ namespace roformer::hf {
 
 namespace {
 
+// The MLM head of DebertaV2ForMaskedLM with legacy false, (ours, theirs).
+constexpr std::pair<const char*, const char*> kNonLegacyHead[] = {
+    {"cls.predictions.transform.dense.", "lm_predictions.lm_head.dense."},
+    {"cls.predictions.transform.LayerNorm.", "lm_predictions.lm_head.LayerNorm."},
+    {"cls.predictions.bias", "lm_predictions.lm_head.bias"}};
+
 class DebertaV2 final : public Family {
  public:
   const char* model_type() const override { return "deberta-v2"; }
@@ -27,11 +33,15 @@ class DebertaV2 final : public Family {
     return "A DeBERTa-v2/v3-style encoder (disentangled attention over relative positions; `model.position: "
            "disentangled`)";
   }
+  const char* what() const override { return "relative positions in disentangled attention"; }
   config::Position position() const override { return config::Position::kDisentangled; }
-  const char* positions_phrase() const override { return "relative positions in disentangled attention"; }
+  bool claims(const config::ModelConfig& m) const override {
+    return m.position == config::Position::kDisentangled && m.feed_forward == config::FeedForward::kMlp;
+  }
   bool token_types_always() const override { return false; }  // DebertaV2 runs without (0), as v3 does
 
   void check_expressible(const model::RoFormerOptions& options) const override {
+    check_bert_layers(options, title());
     const auto& m = options.model();
     if (m.enhanced_mask_decoder)
       throw Error("this model uses model.enhanced_mask_decoder: true; Hugging Face's DebertaV2ForMaskedLM has no "
@@ -48,6 +58,7 @@ class DebertaV2 final : public Family {
   // Relative attention over the shared, LayerNorm'd relative table (norm_rel_ebd), the legacy head.
   void write_config(const model::RoFormerOptions& options, nlohmann::json& config) const override {
     const auto& m = options.model();
+    write_bert_config(options, config);
     nlohmann::json terms = nlohmann::json::array();
     if (m.pos_att_type != config::RelativeTerms::kP2C) terms.push_back("c2p");
     if (m.pos_att_type != config::RelativeTerms::kC2P) terms.push_back("p2c");
@@ -63,7 +74,8 @@ class DebertaV2 final : public Family {
   }
 
   // Every setting `roformer export` writes; what roformer does not compute is refused by name.
-  void read_config(const core::JsonReader& config, config::ModelConfig& m) const override {
+  config::ModelConfig read_config(const core::JsonReader& config) const override {
+    auto m = read_bert_config(config, position());
     auto refuse = [&](const std::string& what) {
       throw Error(fmt::format("{} has {}, which roformer's disentangled attention does not compute; --init-from "
                               "takes DebertaV2 exports of `roformer export`", config.origin(), what));
@@ -72,7 +84,6 @@ class DebertaV2 final : public Family {
     const std::string norm = config.string("norm_rel_ebd", "none");
     if (norm != "layer_norm")
       refuse("norm_rel_ebd \"" + norm + "\" (roformer normalizes the relative embeddings: layer_norm)");
-    if (!config.boolean("legacy", true)) refuse("legacy false (the lm_predictions head; roformer has the cls.predictions one)");
     if (config.integer("conv_kernel_size", 0) > 0) refuse("conv_kernel_size > 0 (a convolution after the first layer)");
     if (config.integer("embedding_size", m.hidden_size) != m.hidden_size) refuse("embedding_size != hidden_size");
     m.position_buckets = std::max<int64_t>(0, config.integer("position_buckets", -1));              // HF: <= 0, none
@@ -84,6 +95,21 @@ class DebertaV2 final : public Family {
                                                                     : config::RelativeTerms::kP2C;
     m.share_att_key = config.boolean("share_att_key", false);  // DebertaV2's defaults
     m.position_biased_input = config.boolean("position_biased_input", true);
+    return m;
+  }
+
+  // DeBERTa-v3's released checkpoints are replaced-token-detection discriminators: their head
+  // (mask_predictions) is not an MLM head, and they may carry none (--init-from then starts a new one).
+  std::vector<std::pair<std::string, std::string>> unused_parts() const override {
+    return {{"mask_predictions.", "the replaced-token-detection head"},
+            {"deberta.embeddings.position_ids", "the position-id buffer"}};
+  }
+  // A head saved with legacy false (lm_predictions.lm_head) is the same head as the legacy one
+  // (cls.predictions), which an export writes.
+  std::string from_hf_name(const std::string& theirs) const override {
+    for (const auto& [ours, non_legacy] : kNonLegacyHead)
+      if (theirs.rfind(non_legacy, 0) == 0) return ours + theirs.substr(std::string(non_legacy).size());
+    return Family::from_hf_name(theirs);
   }
 
  protected:

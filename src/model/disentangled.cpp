@@ -157,7 +157,7 @@ class DisentangledPositions final : public PositionScheme {
   }
 
   std::shared_ptr<AttentionPositions> register_attention(torch::nn::Module& attention, const torch::nn::Linear& query,
-                                                         const torch::nn::Linear& key) override {
+                                                         const torch::nn::Linear& key, bool) override {
     return std::make_shared<DisentangledAttention>(attention, query, key, options_);
   }
 

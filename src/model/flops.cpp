@@ -16,7 +16,9 @@ double mlm_train_flops_per_step(const RoFormerOptions& o, int64_t batch, int64_t
   const double tokens = B * T;
   double forward = 0.0;
   if (o.embedding_size() != m.hidden_size) forward += 2.0 * tokens * E * H;
-  double layer = 4.0 * 2.0 * tokens * H * H + 2.0 * 2.0 * tokens * H * I;
+  // Q, K, V, O; the feed-forward's W_1 (glu: to 2I) and W_2.
+  const double inner = m.feed_forward == config::FeedForward::kGlu ? 2.0 * I : I;
+  double layer = 4.0 * 2.0 * tokens * H * H + 2.0 * tokens * H * (inner + I);
   layer += m.attention == config::Attention::kLinear ? 2.0 * 2.0 * tokens * H * D : 2.0 * 2.0 * B * T * T * H;
   const auto positions = make_position_scheme(o);
   layer += positions->flops_per_layer(batch, seq_len);

@@ -9,8 +9,9 @@ namespace roformer::model {
 
 // 3 x the forward matmul FLOPs (forward + backward ~ 1 + 2), 2 m n k per (m x k)(k x n) matmul:
 //   projection  2 B T E H                       (only when E != H)
-//   per layer   QKV 3 * 2 B T H^2 + output 2 B T H^2 + FFN 2 * 2 B T H I
-//               softmax attention: QK^T 2 B T^2 H + AV 2 B T^2 H
+//   per layer   QKV 3 * 2 B T H^2 + output 2 B T H^2 + FFN 2 * 2 B T H I (glu: 3 * 2 B T H I)
+//               softmax attention: QK^T 2 B T^2 H + AV 2 B T^2 H (local layers too: the kernel
+//               computes every score and masks those outside the window)
 //               linear attention:  K^T V 2 B T H D + Q (K^T V) 2 B T H D
 //               the position scheme's own (PositionScheme::flops_per_layer): disentangled, per
 //               relative term (c2p, p2c), the R used rows of the relative table projected

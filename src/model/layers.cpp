@@ -189,14 +189,15 @@ torch::Tensor RoFormerEmbeddingsImpl::forward(const torch::Tensor& input_ids, co
 }
 
 // ---- Self-attention -----------------------------------------------------------------------------
-RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options, PositionScheme& positions)
-    : options_(options), attention_(options.model().attention) {
+RoFormerSelfAttentionImpl::RoFormerSelfAttentionImpl(const RoFormerOptions& options, PositionScheme& positions,
+                                                     bool local)
+    : options_(options), attention_(options.model().attention), local_(local) {
   const auto& m = options.model();
   const int64_t H = m.hidden_size;
   query = register_module("query", make_linear(m, H, H));
   key = register_module("key", make_linear(m, H, H));
   value = register_module("value", make_linear(m, H, H));
-  positions_ = positions.register_attention(*this, query, key);  // after q, k, v (HF's order)
+  positions_ = positions.register_attention(*this, query, key, local);  // after q, k, v (HF's order)
   pack_qkv();
 }
 
@@ -234,6 +235,10 @@ void RoFormerSelfAttentionImpl::to(torch::Device device, bool non_blocking) {
   pack_qkv();
 }
 
+const torch::Tensor& RoFormerSelfAttentionImpl::key_mask(const LayerInputs& inputs) const {
+  return local_ && inputs.local_mask.defined() ? inputs.local_mask : inputs.mask;
+}
+
 double RoFormerSelfAttentionImpl::score_scale() const {
   const auto& m = options_.model();
   return positions_->score_scale().value_or(1.0 / std::sqrt(static_cast<double>(m.hidden_size / m.num_heads)));
@@ -241,10 +246,10 @@ double RoFormerSelfAttentionImpl::score_scale() const {
 
 std::optional<at::Tensor> RoFormerSelfAttentionImpl::attention_bias(const torch::Tensor& q, const torch::Tensor& k,
                                                                     const LayerInputs& inputs) {
+  const auto& mask = key_mask(inputs);
   auto scores = positions_->score_bias(q, k, inputs.positions, is_training());  // (B, N, T, T) or undefined
-  if (!scores.defined()) return inputs.mask.defined() ? std::optional<at::Tensor>(inputs.mask) : std::nullopt;
-  if (inputs.mask.defined())
-    scores = scores.masked_fill(inputs.mask.logical_not(), -std::numeric_limits<double>::infinity());
+  if (!scores.defined()) return mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt;
+  if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
   return scores;
 }
 
@@ -331,6 +336,8 @@ std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t 
   if (positions_->bias_kind() == ScoreBias::kTrained) {
     // Always a float bias, trained through (disentangled: its gradient is the relative embeddings').
     mask = torch::empty({B, N, T, T}, opts).requires_grad_(is_training() && torch::GradMode::is_enabled());
+  } else if (local_ && T - 1 > options_.model().local_attention / 2) {  // the band of LayerInputs::local_mask
+    mask = torch::ones({padded ? B : 1, 1, T, T}, opts.dtype(torch::kBool));
   } else if (padded) {
     mask = torch::ones({B, 1, 1, T}, opts.dtype(torch::kBool));
   }
@@ -346,19 +353,44 @@ std::string RoFormerSelfAttentionImpl::attention_backend(int64_t batch, int64_t 
 }
 
 // ---- Encoder layer --------------------------------------------------------------------------------
-RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options, PositionScheme& positions) : options_(options) {
+RoFormerLayerImpl::RoFormerLayerImpl(const RoFormerOptions& options, PositionScheme& positions, int64_t layer)
+    : options_(options) {
   const auto& m = options.model();
   const int64_t H = m.hidden_size, I = m.intermediate_size;
   auto attention = group(*this, "attention");
-  self_attention = attention->register_module("self", RoFormerSelfAttention(options, positions));
+  self_attention = attention->register_module("self", RoFormerSelfAttention(options, positions, is_local_layer(m, layer)));
   auto attention_output = group(*attention, "output");
   attention_dense = attention_output->register_module("dense", make_linear(m, H, H));
-  attention_layer_norm = attention_output->register_module("LayerNorm", make_layer_norm(m, H));
+  if (layer > 0 || m.first_attention_norm || m.norm != config::Norm::kPre)
+    attention_layer_norm = attention_output->register_module("LayerNorm", make_layer_norm(m, H));
   auto intermediate = group(*this, "intermediate");
-  intermediate_dense = intermediate->register_module("dense", make_linear(m, H, I));
+  const int64_t inner = m.feed_forward == config::FeedForward::kGlu ? 2 * I : I;
+  intermediate_dense = intermediate->register_module("dense", make_linear(m, H, inner));
   auto output = group(*this, "output");
   output_dense = output->register_module("dense", make_linear(m, I, H));
   output_layer_norm = output->register_module("LayerNorm", make_layer_norm(m, H));
+}
+
+torch::Tensor RoFormerLayerImpl::feed_forward(const torch::Tensor& a) const {
+  const auto& m = options_.model();
+  const bool fp8 = kernels::fp8_enabled();  // FP8 GEMMs (where they can run), the activation apart
+  if (!fp8 && kernel_policy().gemm_epilogues && m.feed_forward == config::FeedForward::kMlp &&
+      m.hidden_act == config::Activation::kGeluTanh)  // cuBLASLt's GELU is the tanh form
+    return kernels::ffn_gelu_epilogue(a, intermediate_dense->weight, intermediate_dense->bias, output_dense->weight,
+                                      output_dense->bias);
+  auto project = [&](const torch::nn::Linear& layer, const torch::Tensor& x) {
+    return fp8 ? block_linear(layer, x) : linear(layer, x);
+  };
+  auto inner = project(intermediate_dense, a);  // (..., I) or glu (..., 2I)
+  if (m.feed_forward == config::FeedForward::kGlu) {
+    auto halves = inner.chunk(2, -1);  // W_in a, W_gate a: (..., I) each
+    return project(output_dense, activation(halves[0], m.hidden_act) * halves[1]);
+  }
+  return project(output_dense, activation(inner, m.hidden_act));
+}
+
+torch::Tensor RoFormerLayerImpl::attention_input(const torch::Tensor& t) {
+  return attention_layer_norm ? attention_layer_norm->forward(t) : t;
 }
 
 torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInputs& inputs, const torch::Tensor& queries) {
@@ -366,20 +398,13 @@ torch::Tensor RoFormerLayerImpl::forward(const torch::Tensor& x, const LayerInpu
   auto drop = [&](const torch::Tensor& t) {
     return F::dropout(t, F::DropoutFuncOptions().p(m.hidden_dropout).training(is_training()));
   };
-  auto ffn = [&](const torch::Tensor& t) {
-    if (kernels::fp8_enabled())  // FP8 GEMMs (where they can run), the activation apart
-      return block_linear(output_dense, activation(block_linear(intermediate_dense, t), m.hidden_act));
-    if (kernel_policy().gemm_epilogues && m.hidden_act == config::Activation::kGeluTanh)  // cuBLASLt's GELU is the tanh form
-      return kernels::ffn_gelu_epilogue(t, intermediate_dense->weight, intermediate_dense->bias, output_dense->weight,
-                                        output_dense->bias);
-    return linear(output_dense, activation(linear(intermediate_dense, t), m.hidden_act));
-  };
+  auto ffn = [&](const torch::Tensor& t) { return feed_forward(t); };
   const torch::Tensor& u = queries.defined() ? queries : x;  // the residual stream
   const bool fused = kernel_policy().fused_layer_norm;
   const double p = is_training() ? m.hidden_dropout : 0.0;
   if (m.norm == config::Norm::kPre) {
-    auto normed_queries = queries.defined() ? attention_layer_norm->forward(queries) : torch::Tensor();
-    auto attended = self_attention->forward(attention_layer_norm->forward(x), inputs, normed_queries);
+    auto normed_queries = queries.defined() ? attention_input(queries) : torch::Tensor();
+    auto attended = self_attention->forward(attention_input(x), inputs, normed_queries);
     if (fused) {  // a and LN(a) from one op; the second residual's LayerNorm is the next layer's
       auto [normed, a] = residual_dropout_norm(block_linear(attention_dense, attended), u, output_layer_norm, p);
       return a + drop(ffn(normed));
@@ -402,14 +427,28 @@ RoFormerEncoderImpl::RoFormerEncoderImpl(const RoFormerOptions& options, std::sh
   const auto& m = options.model();
   positions_->register_encoder_front(*this);  // the rotary table, first as in HF RoFormerEncoder
   layers = register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < m.num_layers; ++i) layers->push_back(RoFormerLayer(options, *positions_));
+  for (int64_t i = 0; i < m.num_layers; ++i) layers->push_back(RoFormerLayer(options, *positions_, i));
   positions_->register_encoder_back(*this);  // the relative table, after the layers as in HF DebertaV2Encoder
   if (m.norm == config::Norm::kPre)
     final_layer_norm = register_module("final_layer_norm", make_layer_norm(m, m.hidden_size));
 }
 
 LayerInputs RoFormerEncoderImpl::layer_inputs(const torch::Tensor& x, const torch::Tensor& mask) {
-  return {mask, positions_->prepare(x)};
+  return {mask, local_mask(x.size(1), mask, x.device()), positions_->prepare(x)};
+}
+
+torch::Tensor RoFormerEncoderImpl::local_mask(int64_t seq_len, const torch::Tensor& mask, const torch::Device& device) {
+  const int64_t T = seq_len, half = options_.model().local_attention / 2;
+  if (half == 0 || T - 1 <= half) return {};  // no local layers, or the window holds every key
+  if (!band_.defined() || band_.size(0) != T || band_.device() != device) {
+    auto i = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device));
+    band_ = (i.unsqueeze(1) - i.unsqueeze(0)).abs() <= half;  // (T, T)
+  }
+  if (!mask.defined()) return band_.view({1, 1, T, T});
+  // Padded keys leave the band, the diagonal stays: a padded query with no token in its window
+  // would otherwise mask every key (NaN in some kernels, and from there into the tokens' values).
+  auto diagonal = torch::eye(T, torch::TensorOptions().dtype(torch::kBool).device(device));
+  return band_.view({1, 1, T, T}) & (mask | diagonal.view({1, 1, T, T}));  // (B, 1, T, T)
 }
 
 torch::Tensor RoFormerEncoderImpl::run_layer(size_t i, const torch::Tensor& x, const LayerInputs& inputs,

@@ -30,9 +30,13 @@
 
 namespace roformer::model {
 
-// What every layer of one forward shares: the key mask and what the position scheme prepared.
+// What every layer of one forward shares: the key masks and what the position scheme prepared.
 struct LayerInputs {
   torch::Tensor mask;        // (B, 1, 1, T) bool, true = key is a token; undefined: no padding
+  // The local layers' (model.local_attention) mask, (B or 1, 1, T, T) bool: query i attends to key j
+  // when |i - j| <= local_attention/2 and j is a token (or j = i, so that no row masks every key);
+  // undefined when the window covers the whole sequence (local layers then take `mask`).
+  torch::Tensor local_mask;
   PositionInputs positions;  // PositionScheme::prepare
 };
 
@@ -80,7 +84,8 @@ TORCH_MODULE(RoFormerEmbeddings);
 
 class RoFormerSelfAttentionImpl : public torch::nn::Module {
  public:
-  RoFormerSelfAttentionImpl(const RoFormerOptions& options, PositionScheme& positions);
+  // local: the layer attends within model.local_attention's window (is_local_layer).
+  RoFormerSelfAttentionImpl(const RoFormerOptions& options, PositionScheme& positions, bool local = false);
   // x: (B, T, H), the keys' and values' input, and the queries' unless `queries` (B, T, H) is given
   // (the enhanced mask decoder). Returns the per-head context merged back to (B, T, H).
   torch::Tensor forward(const torch::Tensor& x, const LayerInputs& inputs, const torch::Tensor& queries = {});
@@ -113,32 +118,43 @@ class RoFormerSelfAttentionImpl : public torch::nn::Module {
   // Linear attention with RoPE (paper eq. 19) over (B, N, T, D) heads; the key mask of `inputs`.
   torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const LayerInputs& inputs) const;
-  // SDPA's attn_mask: the key mask (B, 1, 1, T) bool, or the position scheme's bias of the scores
-  // (B, N, T, T) float with padded keys at -inf; nullopt without either.
+  // SDPA's attn_mask: the key mask (B, 1, 1, T) bool (a local layer's: its band, (B or 1, 1, T, T)),
+  // or the position scheme's bias of the scores (B, N, T, T) float with masked keys at -inf; nullopt
+  // without either.
   std::optional<at::Tensor> attention_bias(const torch::Tensor& q, const torch::Tensor& k, const LayerInputs& inputs);
+  // The boolean mask of this layer's keys: inputs.mask, or a local layer's inputs.local_mask.
+  const torch::Tensor& key_mask(const LayerInputs& inputs) const;
   RoFormerOptions options_;
   config::Attention attention_;
+  bool local_;
   std::shared_ptr<AttentionPositions> positions_;
 };
 TORCH_MODULE(RoFormerSelfAttention);
 
 class RoFormerLayerImpl : public torch::nn::Module {
  public:
-  RoFormerLayerImpl(const RoFormerOptions& options, PositionScheme& positions);
+  // layer: its index in the encoder (0-based), which says whether it attends locally
+  // (is_local_layer) and whether it has its attention LayerNorm (model.first_attention_norm).
+  RoFormerLayerImpl(const RoFormerOptions& options, PositionScheme& positions, int64_t layer = 0);
   // x: (B, T, H) -> (B, T, H). Arguments as RoFormerSelfAttention; with `queries` (u) the residual
   // stream is u and x only gives keys and values (u = x otherwise):
-  //   post: a = LN(u + Drop(W_o Attn(u, x))),          y = LN(a + Drop(W_2 act(W_1 a)))
-  //   pre:  a = u + Drop(W_o Attn(LN(u), LN(x))),      y = a + Drop(W_2 act(W_1 LN(a)))
+  //   post: a = LN(u + Drop(W_o Attn(u, x))),          y = LN(a + Drop(FFN(a)))
+  //   pre:  a = u + Drop(W_o Attn(LN(u), LN(x))),      y = a + Drop(FFN(LN(a)))
+  // (pre-LN without model.first_attention_norm: layer 0's attention reads u and x as they are), where
+  //   mlp: FFN(a) = W_2 act(W_1 a)     glu: FFN(a) = W_o (act(a W_in^T) * a W_gate^T), [W_in; W_gate] = W_1
   torch::Tensor forward(const torch::Tensor& x, const LayerInputs& inputs, const torch::Tensor& queries = {});
 
   RoFormerSelfAttention self_attention{nullptr};          // attention.self
   torch::nn::Linear attention_dense{nullptr};             // attention.output.dense (H, H)
-  torch::nn::LayerNorm attention_layer_norm{nullptr};     // attention.output.LayerNorm
-  torch::nn::Linear intermediate_dense{nullptr};          // intermediate.dense (I, H)
+  torch::nn::LayerNorm attention_layer_norm{nullptr};     // attention.output.LayerNorm; null in a pre-LN layer 0
+                                                          // without model.first_attention_norm
+  torch::nn::Linear intermediate_dense{nullptr};          // intermediate.dense (I, H); glu: (2I, H), W_in over W_gate
   torch::nn::Linear output_dense{nullptr};                // output.dense (H, I)
   torch::nn::LayerNorm output_layer_norm{nullptr};        // output.LayerNorm
 
  private:
+  torch::Tensor feed_forward(const torch::Tensor& a) const;  // FFN above, (..., H) -> (..., H)
+  torch::Tensor attention_input(const torch::Tensor& t);  // LN(t) (pre-LN), or t without the LayerNorm
   RoFormerOptions options_;
 };
 TORCH_MODULE(RoFormerLayer);
@@ -154,7 +170,7 @@ class RoFormerEncoderImpl : public torch::nn::Module {
   // from h and its queries first h + z, then its own output: (B, T, H), the MLM head's input.
   // z: (T, H) the absolute positions of the sequence. The last layer's ordinary pass is not run.
   torch::Tensor forward_emd(const torch::Tensor& x, const torch::Tensor& mask, const torch::Tensor& z);
-  // What the layers of a (B, T, H) forward share (the mask, the position scheme's inputs).
+  // What the layers of a (B, T, H) forward share (the masks, the position scheme's inputs).
   LayerInputs layer_inputs(const torch::Tensor& x, const torch::Tensor& mask);
 
   torch::nn::ModuleList layers{nullptr};          // "layer"
@@ -163,8 +179,11 @@ class RoFormerEncoderImpl : public torch::nn::Module {
  private:
   // One layer, recomputed in backward when gradient checkpointing applies.
   torch::Tensor run_layer(size_t i, const torch::Tensor& x, const LayerInputs& inputs, const torch::Tensor& queries);
+  // The local layers' mask for a (B, T) forward with key mask `mask` (LayerInputs::local_mask).
+  torch::Tensor local_mask(int64_t seq_len, const torch::Tensor& mask, const torch::Device& device);
   RoFormerOptions options_;
   std::shared_ptr<PositionScheme> positions_;  // registers its tables before and after the layers
+  torch::Tensor band_;  // (T, T) bool |i - j| <= local_attention/2 of the last length, made once per length
 };
 TORCH_MODULE(RoFormerEncoder);
 

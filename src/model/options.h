@@ -34,4 +34,10 @@ struct RoFormerOptions {
   TORCH_ARG(int64_t, pad_token_id) = 0;
 };
 
+// Whether layer `layer` (0-based) attends within model.local_attention's window: with a window,
+// every layer but 0, n, 2n, ... (n = model.global_attention_every), as ModernBERT's layer_types.
+inline bool is_local_layer(const config::ModelConfig& m, int64_t layer) {
+  return m.local_attention > 0 && layer % m.global_attention_every != 0;
+}
+
 }  // namespace roformer::model

@@ -35,7 +35,7 @@ torch::Tensor AttentionPositions::score_bias(const torch::Tensor&, const torch::
 void PositionScheme::register_embeddings(torch::nn::Module&) {}
 
 std::shared_ptr<AttentionPositions> PositionScheme::register_attention(torch::nn::Module&, const torch::nn::Linear&,
-                                                                       const torch::nn::Linear&) {
+                                                                       const torch::nn::Linear&, bool) {
   return std::make_shared<AttentionPositions>();
 }
 

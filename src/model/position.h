@@ -91,10 +91,11 @@ class PositionScheme {
 
   // ---- parameters and buffers, each registered by the module that holds it, at its place
   virtual void register_embeddings(torch::nn::Module& embeddings);
-  // query, key: the layer's own projections (DeBERTa-v3 projects the relative rows with them).
+  // query, key: the layer's own projections (DeBERTa-v3 projects the relative rows with them);
+  // local: the layer attends within model.local_attention's window (rotary: its own base).
   virtual std::shared_ptr<AttentionPositions> register_attention(torch::nn::Module& attention,
                                                                  const torch::nn::Linear& query,
-                                                                 const torch::nn::Linear& key);
+                                                                 const torch::nn::Linear& key, bool local = false);
   virtual void register_encoder_front(torch::nn::Module& encoder);
   virtual void register_encoder_back(torch::nn::Module& encoder);
 

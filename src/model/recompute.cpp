@@ -42,10 +42,11 @@ std::optional<torch::Tensor> optional(const torch::Tensor& t) {
 struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
   // Inputs with a gradient: x, queries and the position scheme's trainable tensors (disentangled:
   // the relative rows), a list of at least one (Function::apply counts each as an input); without:
-  // the key mask and the scheme's fixed tensors (rotary rows, the relative index).
+  // the key masks and the scheme's fixed tensors (rotary rows, the relative index).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const std::optional<torch::Tensor>& queries,
                                at::TensorList trainable, const std::optional<torch::Tensor>& mask,
-                               const std::vector<torch::Tensor>& fixed, int64_t layer_address) {
+                               const std::optional<torch::Tensor>& local_mask, const std::vector<torch::Tensor>& fixed,
+                               int64_t layer_address) {
     // Function::apply already disables grad mode here: no activations are kept.
     ctx->saved_data["layer"] = layer_address;
     // The recompute runs in backward, outside the caller's autocast region: replay this state.
@@ -56,6 +57,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["cpu_rng"] = get_rng_state(torch::kCPU);
     if (x.is_cuda()) ctx->saved_data["device_rng"] = get_rng_state(x.device());
     ctx->saved_data["mask"] = mask;  // no gradient; kept as they are
+    ctx->saved_data["local_mask"] = local_mask;
     ctx->saved_data["fixed"] = fixed;
     const auto q = queries.value_or(torch::Tensor());
     // Undefined tensors are saved (and restored) as undefined.
@@ -63,7 +65,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     saved.insert(saved.end(), trainable.begin(), trainable.end());
     ctx->save_for_backward(saved);
     auto* layer = reinterpret_cast<RoFormerLayerImpl*>(layer_address);
-    return layer->forward(x, layer_inputs(mask, trainable.vec(), fixed), q);
+    return layer->forward(x, layer_inputs(mask, local_mask, trainable.vec(), fixed), q);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -82,7 +84,8 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     auto leaf = [](const torch::Tensor& t) { return t.defined() ? t.detach().requires_grad_(true) : t; };
     for (auto& t : saved) t = leaf(t);
     const std::vector<torch::Tensor> trainable(saved.begin() + 2, saved.end());
-    const auto inputs = layer_inputs(ctx->saved_data["mask"].toOptional<torch::Tensor>(), trainable,
+    const auto inputs = layer_inputs(ctx->saved_data["mask"].toOptional<torch::Tensor>(),
+                                     ctx->saved_data["local_mask"].toOptional<torch::Tensor>(), trainable,
                                      ctx->saved_data["fixed"].toTensorVector());
     torch::Tensor out;
     {
@@ -99,13 +102,14 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     torch::autograd::backward({out}, {grad_outputs[0]});
     variable_list grads;
     for (const auto& t : saved) grads.push_back(t.defined() ? t.grad() : torch::Tensor());
-    grads.resize(grads.size() + 3);  // mask, fixed, layer_address
+    grads.resize(grads.size() + 4);  // mask, local_mask, fixed, layer_address
     return grads;
   }
 
-  static LayerInputs layer_inputs(const std::optional<torch::Tensor>& mask, std::vector<torch::Tensor> trainable,
-                                  std::vector<torch::Tensor> fixed) {
-    return {mask.value_or(torch::Tensor()), {std::move(trainable), std::move(fixed)}};
+  static LayerInputs layer_inputs(const std::optional<torch::Tensor>& mask, const std::optional<torch::Tensor>& local_mask,
+                                  std::vector<torch::Tensor> trainable, std::vector<torch::Tensor> fixed) {
+    return {mask.value_or(torch::Tensor()), local_mask.value_or(torch::Tensor()),
+            {std::move(trainable), std::move(fixed)}};
   }
 };
 
@@ -115,7 +119,8 @@ torch::Tensor checkpointed_layer_forward(const std::shared_ptr<RoFormerLayerImpl
                                          const LayerInputs& inputs, const torch::Tensor& queries) {
   // The layer outlives the graph (it belongs to the model), so its address is enough to find it.
   return CheckpointedLayer::apply(x, optional(queries), at::TensorList(inputs.positions.trainable), optional(inputs.mask),
-                                  inputs.positions.fixed, reinterpret_cast<int64_t>(layer.get()));
+                                  optional(inputs.local_mask), inputs.positions.fixed,
+                                  reinterpret_cast<int64_t>(layer.get()));
 }
 
 }  // namespace roformer::model

@@ -105,26 +105,28 @@ torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& s
 
 namespace {
 
-// PositionInputs::fixed: the (T, D) rows of the forward, sin_pos and cos_pos, then (fused_rotary)
-// the (T, D) fp32 rows of the table, sin | cos.
+// PositionInputs::fixed, per rotary base: the (T, D) rows of the forward, sin_pos and cos_pos, then
+// (fused_rotary) the (T, D) fp32 rows of the table, sin | cos. The global layers' base first, then,
+// with model.local_rotary_base, the local layers' in the same form (from fixed.size() / 2 on).
 constexpr size_t kSin = 0, kCos = 1, kTable = 2;
 
 // q and k, (B, T, 2, N, D) with each token's 2H features contiguous, rotated by the fused op
 // (KernelPolicy::fused_rotary): (B, N, T, D) each, (B, T, N, D)-strided.
-std::array<torch::Tensor, 2> rotate_qk_fused(const torch::Tensor& qk, const PositionInputs& inputs) {
-  auto rotated = kernels::rotary_qk(qk, inputs.fixed[kTable], kernels::backend_for(qk.device())).unbind(2);
+std::array<torch::Tensor, 2> rotate_qk_fused(const torch::Tensor& qk, const torch::Tensor& table) {
+  auto rotated = kernels::rotary_qk(qk, table, kernels::backend_for(qk.device())).unbind(2);
   return {rotated[0].transpose(1, 2), rotated[1].transpose(1, 2)};
 }
 
 // One layer's rotation in the form the kernel policy gives its device (model/kernel_policy.h).
 class RotaryAttention final : public AttentionPositions {
  public:
-  explicit RotaryAttention(bool rotate_values) : rotate_values_(rotate_values) {}
+  // own_base: a local layer of a model with model.local_rotary_base (the second rows of fixed).
+  RotaryAttention(bool rotate_values, bool own_base) : rotate_values_(rotate_values), own_base_(own_base) {}
 
   void transform(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const PositionInputs& inputs) const override {
     if (rotate_values_) v = rotate(v, inputs);
     if (kernel_policy().fused_rotary) {  // separate projections: packed (one copy) for the one op
-      auto rotated = rotate_qk_fused(torch::stack({q.transpose(1, 2), k.transpose(1, 2)}, 2), inputs);
+      auto rotated = rotate_qk_fused(torch::stack({q.transpose(1, 2), k.transpose(1, 2)}, 2), row(inputs, kTable));
       q = rotated[0];
       k = rotated[1];
       return;
@@ -143,10 +145,10 @@ class RotaryAttention final : public AttentionPositions {
     auto v = parts[1].squeeze(2).transpose(1, 2);
     if (rotate_values_) v = rotate(v, inputs);
     if (fused_op) {  // the kernel reads q and k in place from the projection
-      auto [q, k] = rotate_qk_fused(parts[0], inputs);
+      auto [q, k] = rotate_qk_fused(parts[0], row(inputs, kTable));
       return {q, k, v};
     }
-    auto qk = apply_rotary_fused(parts[0], inputs.fixed[kSin], inputs.fixed[kCos], /*seq_dim=*/1).unbind(2);
+    auto qk = apply_rotary_fused(parts[0], row(inputs, kSin), row(inputs, kCos), /*seq_dim=*/1).unbind(2);
     return {qk[0].transpose(1, 2), qk[1].transpose(1, 2), v};
   }
 
@@ -156,58 +158,84 @@ class RotaryAttention final : public AttentionPositions {
 
  private:
   torch::Tensor rotate(const torch::Tensor& x, const PositionInputs& inputs) const {  // x: (B, N, T, D)
-    const auto& sin_pos = inputs.fixed[kSin];
-    const auto& cos_pos = inputs.fixed[kCos];
+    const auto& sin_pos = row(inputs, kSin);
+    const auto& cos_pos = row(inputs, kCos);
     if (rotary_impl(x.device()) == RotaryImpl::kFused) return apply_rotary_fused(x, sin_pos, cos_pos, /*seq_dim=*/-2);
     return apply_rotary(x, sin_pos, cos_pos);
   }
+  // The `which` tensor of this layer's base in PositionInputs::fixed.
+  const torch::Tensor& row(const PositionInputs& inputs, size_t which) const {
+    return inputs.fixed[(own_base_ ? inputs.fixed.size() / 2 : 0) + which];
+  }
   bool rotate_values_;
+  bool own_base_;
 };
 
 class RotaryPositions final : public PositionScheme {
  public:
   explicit RotaryPositions(const RoFormerOptions& o)
       : rows_(o.model().max_position_embeddings), head_dim_(o.model().hidden_size / o.model().num_heads),
-        base_(o.model().rotary_base), rotate_values_(o.model().rotary_value) {}
+        base_(o.model().rotary_base), rotate_values_(o.model().rotary_value) {
+    const auto& m = o.model();
+    // Local layers with a base of their own (ModernBERT: 10000 where its global layers take 160000).
+    if (m.local_attention > 0 && m.local_rotary_base > 0 && m.local_rotary_base != m.rotary_base)
+      local_base_ = m.local_rotary_base;
+  }
 
-  // First in the encoder, as HF RoFormerEncoder's embed_positions.
+  // First in the encoder, as HF RoFormerEncoder's embed_positions; the local layers' table beside it.
   void register_encoder_front(torch::nn::Module& encoder) override {
     auto group = encoder.register_module("embed_positions", std::make_shared<torch::nn::Module>());
     table_ = group->register_buffer("weight", rotary_table(rows_, head_dim_, base_));
+    if (local_base_ > 0) local_table_ = group->register_buffer("local_weight", rotary_table(rows_, head_dim_, local_base_));
   }
 
   std::shared_ptr<AttentionPositions> register_attention(torch::nn::Module&, const torch::nn::Linear&,
-                                                         const torch::nn::Linear&) override {
-    return std::make_shared<RotaryAttention>(rotate_values_);
+                                                         const torch::nn::Linear&, bool local) override {
+    return std::make_shared<RotaryAttention>(rotate_values_, local && local_base_ > 0);
   }
 
   PositionInputs prepare(const torch::Tensor& x) override {
-    const int64_t T = x.size(1);
-    auto [sin_pos, cos_pos] = rotary_sin_cos(rotary_rows(table_, T, base_), T);  // (T, D) each
-    if (rotary_impl(x.device()) != RotaryImpl::kFused) {  // fused rotates in fp32
-      sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
-      cos_pos = cos_pos.to(rotary_dtype(x));
-    }
-    if (!kernel_policy().fused_rotary) return {{}, {sin_pos, cos_pos}};
-    // The fused op's fp32 rows (a no-op cast unless bf16 parameters cast the buffer).
-    return {{}, {sin_pos, cos_pos, rotary_rows(table_, T, base_).narrow(0, 0, T).to(torch::kFloat)}};
+    PositionInputs inputs;
+    add_rows(inputs.fixed, table_, base_, x);
+    if (local_base_ > 0) add_rows(inputs.fixed, local_table_, local_base_, x);
+    return inputs;
   }
 
   // The (P, D) float32 table is computed in float64: the angles, their sines and cosines and the
   // concatenation (P x D/2 x 8 bytes each, then P x D x 8) live at once with the float32 copy, about
-  // 24 P D bytes at the peak, 4 P D after.
+  // 24 P D bytes at the peak, 4 P D after; a local base adds its own table.
   std::vector<TableSize> tables() const override {
-    return {{"model.max_position_embeddings", 0.0, 24.0 * static_cast<double>(rows_) * static_cast<double>(head_dim_)}};
+    const double tables = local_base_ > 0 ? 2.0 : 1.0;
+    return {{"model.max_position_embeddings", 0.0,
+             tables * 24.0 * static_cast<double>(rows_) * static_cast<double>(head_dim_)}};
   }
   std::string description() const override {
-    return rotate_values_ ? "rotary positions (values rotated too)" : "rotary positions";
+    std::string out = rotate_values_ ? "rotary positions (values rotated too)" : "rotary positions";
+    if (local_base_ > 0) out += fmt::format(" (base {:g}, local layers {:g})", base_, local_base_);
+    return out;
   }
 
  private:
+  // The fixed rows of one base for x (B, T, H): see kSin, kCos, kTable.
+  static void add_rows(std::vector<torch::Tensor>& fixed, const torch::Tensor& table, double base,
+                       const torch::Tensor& x) {
+    const int64_t T = x.size(1);
+    auto [sin_pos, cos_pos] = rotary_sin_cos(rotary_rows(table, T, base), T);  // (T, D) each
+    if (rotary_impl(x.device()) != RotaryImpl::kFused) {  // fused rotates in fp32
+      sin_pos = sin_pos.to(rotary_dtype(x));  // the dtype of q and k, autocast included
+      cos_pos = cos_pos.to(rotary_dtype(x));
+    }
+    fixed.push_back(sin_pos);
+    fixed.push_back(cos_pos);
+    // The fused op's fp32 rows (a no-op cast unless bf16 parameters cast the buffer).
+    if (kernel_policy().fused_rotary) fixed.push_back(rotary_rows(table, T, base).narrow(0, 0, T).to(torch::kFloat));
+  }
   int64_t rows_, head_dim_;
   double base_;
+  double local_base_ = 0;  // the local layers' own base; 0: they take base_
   bool rotate_values_;
-  torch::Tensor table_;  // (P, D) sin|cos, the buffer embed_positions.weight
+  torch::Tensor table_;        // (P, D) sin|cos, the buffer embed_positions.weight
+  torch::Tensor local_table_;  // (P, D) of local_base_, the buffer embed_positions.local_weight
 };
 
 }  // namespace
@@ -222,6 +250,9 @@ void validate_rotary_keys(const config::ModelConfig& m, bool chosen) {
   if (!chosen && m.rotary_value)
     config::invalid("model.rotary_value needs model.position: rotary (got " + config::to_string(m.position) +
                     "); set model.rotary_value: false");
+  if (!chosen && m.local_rotary_base != config::ModelConfig().local_rotary_base)
+    config::invalid(fmt::format("model.local_rotary_base = {} needs model.position: rotary (got {}); remove it",
+                                m.local_rotary_base, config::to_string(m.position)));
 }
 
 }  // namespace roformer::model

@@ -36,11 +36,16 @@ ModelSize model_size(const RoFormerOptions& options, const std::string& vocab_ke
   const double attention = 4 * (H * H + b * H), layer_norms = 2 * (1 + b) * H;
   const double embeddings = (1 + b) * E + (E < H ? E * H + b * H : 0), head = H * E + (1 + 2 * b) * E;
   const double final_norm = m.norm == config::Norm::kPre ? (1 + b) * H : 0;
+  // Pre-LN without model.first_attention_norm: layer 0 has no attention LayerNorm.
+  const double first_norm = m.norm == config::Norm::kPre && !m.first_attention_norm ? -(1 + b) * H : 0;
+  // glu: W_1 maps to 2I (W_in and W_gate).
+  const double inner = m.feed_forward == config::FeedForward::kGlu ? 2 * I : I;
   ModelSize size;
   size.parts = {{vocab_key, V * E + V, 0.0},
                 {"model.type_vocab_size", static_cast<double>(m.type_vocab_size) * E, 0.0},
-                {"model.hidden_size", L * (attention + layer_norms + b * H) + embeddings + head + final_norm, 0.0},
-                {"model.intermediate_size", L * (2 * H * I + b * I), 0.0}};
+                {"model.hidden_size", L * (attention + layer_norms + b * H) + embeddings + head + final_norm + first_norm,
+                 0.0},
+                {"model.intermediate_size", L * (H * inner + I * H + b * inner), 0.0}};
   for (auto& table : make_position_scheme(options)->tables()) size.parts.push_back(std::move(table));
   return size;
 }

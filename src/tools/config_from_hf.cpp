@@ -27,14 +27,15 @@ std::string config_from_hf(const std::string& dir) {
                             "save_pretrained or a Hub download leaves it) or a `roformer export` directory", dir));
   const auto json = core::parse_json(core::read_file(file, "config.json"), "config from-hf: " + file,
                                      "give the config.json save_pretrained writes");
-  const hf::ExportedModel exported = hf::read_config_json(json, file);
+  const hf::ExportedModel exported = hf::read_config_json(json, file, "config from-hf");
   config::Config c;
   c.model = exported.model;
+  c.model.vocab_size = 0;  // the tokenizer's, which comes with the weights (a padded embedding's extra rows are left out)
   // The training length within the position table (a learned one has no rows beyond).
   c.data.max_seq_len = std::min(c.data.max_seq_len, c.model.max_position_embeddings);
   return fmt::format("# roformer config from-hf {}: the model section of its weights ({}, {}); continue them with\n"
                      "#   roformer train -c THIS_FILE --init-from {} --set 'data.train_files=[YOUR_TEXT]'\n",
-                     dir, exported.family->architecture(), exported.family->positions_phrase(), dir) +
+                     dir, exported.family->architecture(), exported.family->what(), dir) +
          config::to_yaml(c);
 }
 

@@ -150,23 +150,26 @@ std::string model_card(const checkpoint::LoadedCheckpoint& ck, const hf::Family&
       fmt::arg("mask_pct", percent(c.masking.mask_prob)), fmt::arg("eval_mask_pct", percent(c.eval.mask_prob)),
       fmt::arg("wwm", c.masking.whole_word ? ", whole words" : ""), fmt::arg("yaml", config::to_yaml(resolved)));
 }
-// model.safetensors: the tensors under the family's names. save_pretrained stores each tied tensor
-// once; from_pretrained re-ties the aliases.
+// model.safetensors: the tensors under the family's names, in its layout. save_pretrained stores
+// each tied tensor once; from_pretrained re-ties the aliases.
 std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::RoFormerForMaskedLMImpl& model,
                                                               const hf::Family& family) {
-  // A model without biases (model.bias false) is written with zero ones: the families always have them.
-  auto tensors = model.with_zero_biases(model.hf_named_parameters());
+  // A model without biases (model.bias false) is written with zero ones where the family always has them.
+  auto tensors = family.biases_always() ? model.with_zero_biases(model.hf_named_parameters())
+                                        : model.hf_named_parameters();
   if (model.options().model().type_vocab_size == 0 && family.token_types_always()) {
     // No token types: the family always has the table, so write one all-zero row (adds nothing).
     tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight",
                          torch::zeros({1, model.options().embedding_size()}));
   }
-  std::vector<std::pair<std::string, torch::Tensor>> unique;
+  hf::NamedTensors unique;
   for (auto& [name, t] : tensors) {
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
-    unique.emplace_back(family.to_hf_name(name), t.detach().contiguous());
+    unique.emplace_back(name, t.detach());
   }
-  return unique;
+  auto out = family.to_hf(unique, model.options().model());
+  for (auto& [name, t] : out) t = t.contiguous();
+  return out;
 }
 
 }  // namespace

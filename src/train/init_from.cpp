@@ -36,6 +36,55 @@ namespace {
 constexpr const char* kExportKind = "Hugging Face export";
 constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
 constexpr std::string_view kPositionTable = "embeddings.position_embeddings.weight";  // absolute.cpp's table
+constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kShardIndexFile = "model.safetensors.index.json";  // sharded weights: name -> shard
+
+// The command that rewrites a Hugging Face directory as --init-from reads it (model.safetensors and a
+// tokenizer.json), with transformers, into DIR-safetensors.
+std::string conversion_command(const fs::path& dir) {
+  std::string d = dir.string();
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return fmt::format("python -c \"import sys; from transformers import AutoModelForMaskedLM as M, AutoTokenizer as T; "
+                     "[c.from_pretrained(sys.argv[1]).save_pretrained(sys.argv[2]) for c in (M, T)]\" '{}' '{}-safetensors'",
+                     d, d);
+}
+
+// The tensors of model.safetensors, or of every shard that model.safetensors.index.json names (each
+// tensor in the shard the index says).
+std::map<std::string, torch::Tensor> load_weights(const std::string& path, const std::string& dir) {
+  const fs::path file(path);
+  if (file.filename() != kShardIndexFile) return core::load_safetensors(path);
+  const std::string origin = "--init-from: " + path, advice = "download the model again";
+  const json index = core::parse_json(core::read_file(path, "shard index"), origin, advice);
+  const core::JsonReader reader(index, origin, advice);
+  const auto map = reader.object("weight_map");
+  std::map<std::string, std::vector<std::string>> by_shard;  // shard file -> the tensors it holds
+  for (const auto& [name, shard] : index.at("weight_map").items()) {
+    if (!shard.is_string()) map.wrong(name, "the name of a shard file (a string)");
+    const std::string shard_name = shard.get<std::string>();
+    if (fs::path(shard_name).filename().string() != shard_name)
+      map.wrong(name, "a shard file name next to the index (no folders)");
+    by_shard[shard_name].push_back(name);
+  }
+  if (by_shard.empty()) reader.wrong("weight_map", "the tensors' shard files (an object, not empty)");
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& [shard, names] : by_shard) {
+    const fs::path shard_path = fs::path(dir) / shard;
+    std::error_code ec;
+    if (!fs::exists(shard_path, ec))
+      throw Error(fmt::format("--init-from: {} names the shard {}, which {} does not have; download the model again "
+                              "(every shard the index names)", path, shard, dir));
+    auto loaded = core::load_safetensors(shard_path.string());
+    for (const auto& name : names) {
+      auto it = loaded.find(name);
+      if (it == loaded.end())
+        throw Error(fmt::format("--init-from: {} puts tensor {} in {}, which does not hold it; the shards and their "
+                                "index do not match: download the model again", path, name, shard_path.string()));
+      tensors.emplace(name, std::move(it->second));
+    }
+  }
+  return tensors;
+}
 
 // The export's tokenizer must be the one it was exported with (its record, from exports that
 // write one): weights used with another tokenizer read other words for every id. The record names
@@ -71,28 +120,36 @@ InitSource export_source(const fs::path& dir) {
   InitSource s;
   s.dir = dir.string();
   s.kind = kExportKind;
-  s.weights = (dir / "model.safetensors").string();
+  s.weights = (dir / kWeightsFile).string();
+  if (!fs::exists(s.weights)) s.weights = (dir / kShardIndexFile).string();  // sharded (find_init_source)
   // A SentencePiece tokenizer is exported as spiece.model (and its tokenizer.json conversion), a
   // tokenizer.json one as tokenizer.json.
   s.tokenizer_model = (dir / "spiece.model").string();
   if (!fs::exists(s.tokenizer_model)) s.tokenizer_model = (dir / data::kTokenizerJsonFile).string();
   if (!fs::exists(s.tokenizer_model))
-    throw Error(fmt::format("--init-from: {} has no spiece.model or tokenizer.json, the tokenizer `roformer export` "
-                            "writes next to the weights; the weights are only usable with the tokenizer they were "
-                            "trained with", s.dir));
+    throw Error(fmt::format("--init-from: {} has no tokenizer.json (or spiece.model), the tokenizer the weights were "
+                            "trained with; a released model's tokenizer in other files (spm.model, vocab.txt, "
+                            "merges.txt) is written as tokenizer.json by transformers: {}", s.dir,
+                            conversion_command(dir)));
   const std::string file = (dir / "config.json").string();
   const json config = core::parse_json(core::read_file(file, "config.json"), "--init-from: " + file,
-                                       "export the checkpoint again");
+                                       "download the model or export the checkpoint again");
   const auto exported = hf::read_config_json(config, file);
   s.family = exported.family;
   s.architecture = exported.model;
   s.vocab_size = s.architecture.vocab_size;
   check_export_tokenizer(s);
   const auto pieces = data::Tokenizer::load(s.tokenizer_model).vocab_size();
-  if (pieces != s.vocab_size)
-    throw Error(fmt::format("--init-from: {} says vocab_size {} but its {} has {} ids; the export is "
-                            "inconsistent, export the checkpoint again", file, s.vocab_size,
-                            fs::path(s.tokenizer_model).filename().string(), pieces));
+  if (pieces > s.vocab_size)
+    throw Error(fmt::format("--init-from: {} says vocab_size {} but its {} has {} ids; ids from {} on would read no "
+                            "embedding row: put back the tokenizer the model came with (or export the checkpoint "
+                            "again)", file, s.vocab_size, fs::path(s.tokenizer_model).filename().string(), pieces,
+                            s.vocab_size));
+  // Released models may pad the embedding beyond the tokenizer's ids (DeBERTa-v3: 128,100 rows for
+  // 128,001 ids). No id reads those rows: the run's model has the tokenizer's, and load_init_weights
+  // leaves the others out, saying so.
+  s.vocab_size = pieces;
+  s.architecture.vocab_size = pieces;
   return s;
 }
 
@@ -123,7 +180,14 @@ InitSource find_init_source(const std::string& path) {
     throw Error(fmt::format("--init-from '{}' does not exist; pass a directory written by `roformer export --format "
                             "hf`, a checkpoint (RUN_DIR/checkpoints/step_N) or a run directory", path));
   const fs::path dir(path);
-  if (fs::exists(dir / "config.json") && fs::exists(dir / "model.safetensors")) return export_source(dir);
+  if (fs::exists(dir / "config.json")) {
+    if (fs::exists(dir / kWeightsFile) || fs::exists(dir / kShardIndexFile)) return export_source(dir);
+    for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack"})
+      if (fs::exists(dir / pickle))
+        throw Error(fmt::format("--init-from: {} holds its weights as {}, which roformer does not read (only "
+                                "safetensors: a pickle can run code); convert the directory with transformers: {}",
+                                path, pickle, conversion_command(dir)));
+  }
   return checkpoint_source(path);
 }
 
@@ -194,6 +258,10 @@ void check_init_architecture(InitSource& source, const config::Config& config, b
     throw Error(fmt::format("--init-from {}: {} is {} in the config but the weights were trained with {}; set {}: {} "
                             "(the architecture comes with the weights)", source.dir, key, a, b, key, b));
   }
+  // The weights' files read through before anything is written: a damaged or lying file (a header
+  // whose shapes do not match its bytes, a shard the index names missing) is refused here, not after
+  // the run directory is made. (Read again by load_init_weights: twice the reading, once the memory.)
+  if (source.kind == kExportKind) (void)load_weights(source.weights, source.dir);
   const int64_t vocab = config.model.vocab_size;
   if (vocab != 0 && vocab != source.vocab_size)
     throw Error(fmt::format("--init-from {}: model.vocab_size is {} in the config but the weights have {} rows; set "
@@ -259,18 +327,56 @@ void drop_unused_parts(const InitSource& source, std::map<std::string, torch::Te
                  dropped, fmt::join(said, ", "));
 }
 
+// A released embedding padded beyond the tokenizer's ids (export_source): the rows no id reads, of the
+// word embedding and the MLM head's output, left out, said once. The export then writes the ids' rows.
+void drop_padded_rows(const InitSource& source, const model::RoFormerForMaskedLMImpl& model,
+                      std::map<std::string, torch::Tensor>& tensors) {
+  const int64_t ids = model.options().model().vocab_size;
+  const auto words = tensors.find("roformer.embeddings.word_embeddings.weight");
+  if (words == tensors.end() || words->second.dim() != 2 || words->second.size(0) <= ids) return;
+  const int64_t rows = words->second.size(0);
+  for (const char* name : {"roformer.embeddings.word_embeddings.weight", "cls.predictions.bias",
+                           "cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}) {
+    auto it = tensors.find(name);
+    if (it != tensors.end() && it->second.dim() >= 1 && it->second.size(0) == rows)
+      it->second = it->second.narrow(0, 0, ids).contiguous();
+  }
+  spdlog::info("--init-from {}: its embedding has {} rows for the tokenizer's {} ids (padded, as DeBERTa-v3's releases "
+               "are); the {} rows no id reads are left out, and an export writes {}", source.dir, rows, ids,
+               rows - ids, ids);
+}
+
+// A released checkpoint without an MLM head (DeBERTa-v3's discriminators, a bare encoder): the head a
+// new run starts with, initialized as transformers does (model/roformer.cpp init_weights), said once.
+// A head that is there in part is loaded as it is, and reported missing.
+void start_missing_head(const InitSource& source, const model::RoFormerForMaskedLMImpl& model,
+                        std::map<std::string, torch::Tensor>& tensors) {
+  constexpr std::string_view kHead = "cls.predictions.";
+  for (const auto& [name, t] : tensors)
+    if (name.rfind(kHead, 0) == 0) return;
+  std::vector<std::string> started;
+  for (const auto& [name, t] : model.hf_named_parameters())
+    if (name.rfind(kHead, 0) == 0 && name.rfind("cls.predictions.decoder.", 0) != 0) {  // the decoder: tied aliases
+      tensors.emplace(name, t.detach().clone());
+      started.push_back(name);
+    }
+  if (started.empty()) return;
+  spdlog::info("--init-from {}: the weights carry no masked-language-model head ({}'s released checkpoints may not: "
+               "DeBERTa-v3's are replaced-token-detection discriminators); a new one is initialized as transformers "
+               "does ({} tensors: {})", source.dir, source.family->title(), started.size(), fmt::join(started, ", "));
+}
+
 }  // namespace
 
 void load_init_weights(const InitSource& source, model::RoFormerForMaskedLMImpl& model) {
-  auto tensors = core::load_safetensors(source.weights);
+  auto tensors = load_weights(source.weights, source.dir);
   if (source.family) drop_unused_parts(source, tensors);
-  if (source.family) {
-    // An export names the tensors as its Hugging Face family does (bert., deberta. and its *_proj).
-    std::map<std::string, torch::Tensor> renamed;
-    for (auto& [name, t] : tensors) renamed.emplace(source.family->from_hf_name(name), std::move(t));
-    tensors = std::move(renamed);
-  }
+  // An export names and lays out the tensors as its Hugging Face family does (bert., deberta. and
+  // its *_proj, ModernBERT's Wqkv).
+  if (source.family) tensors = source.family->from_hf(std::move(tensors), source.architecture);
   extend_positions(source, model, tensors);
+  if (source.family) drop_padded_rows(source, model, tensors);
+  if (source.family) start_missing_head(source, model, tensors);
   if (model.options().model().type_vocab_size == 0) {
     auto it = tensors.find(kTokenTypes);
     if (it != tensors.end() && it->second.size(0) == 1 && it->second.count_nonzero().item<int64_t>() == 0)

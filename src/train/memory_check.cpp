@@ -29,7 +29,8 @@ MemoryEstimate estimate_training_memory(const config::Config& c, int64_t vocab_s
   std::string batch_key = "train.batch_size";
   for (size_t i = 0; i < phases.size(); ++i) {  // the length phase whose micro-batch needs most
     const double T = static_cast<double>(phases[i].max_seq_len), B = static_cast<double>(phases[i].batch_size);
-    const double per_layer = N * T + 4 * H + I + scheme->activations_per_token(phases[i].max_seq_len);
+    const double ffn = m.feed_forward == config::FeedForward::kGlu ? 3 * I : I;  // glu: W_1's 2I and the product
+    const double per_layer = N * T + 4 * H + ffn + scheme->activations_per_token(phases[i].max_seq_len);
     const double kept = m.gradient_checkpointing ? per_layer + L * H : L * per_layer;
     const double bytes = B * T * kept * value_bytes;
     if (i > 0 && bytes <= e.activation_bytes) continue;

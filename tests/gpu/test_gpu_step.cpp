@@ -1,8 +1,8 @@
 // The CUDA training step through the C++ API (synthetic batches): fused AdamW against the loop,
 // no host synchronization between logging steps (PyTorch's sync-debug mode set to error), CUDA-graph
 // steps against eager ones, the attention kernel for bf16 batches, disentangled attention's bias
-// path against the CPU, the kernel policy's fused entries (Triton kernels) against the default step,
-// DeBERTa's relative index across length changes under CUDA graphs.
+// path and ModernBERT's local layers against the CPU, the kernel policy's fused entries (Triton
+// kernels) against the default step, DeBERTa's relative index across length changes under CUDA graphs.
 // Runs only where a GPU is visible (gpu_main.cpp reports the binary skipped otherwise).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -204,17 +204,14 @@ TEST(GpuStep, FusedQkvAndFusedRotaryMatchTheReferencePath) {
   }
 }
 
-// Disentangled attention on CUDA: the relative scores enter SDPA as a float bias (B, N, T, T) with
-// -inf at padded keys, which the memory-efficient kernel takes with its gradient. The same weights
-// and a padded batch on the CPU (math kernel) and on CUDA: fp32 logits and every gradient agree to
-// float rounding (TF32 off: 1e-4 relative), the enhanced mask decoder included; a bf16 step is
-// finite and close (3% of the largest logit); the selector reports the kernel it picks.
-TEST(GpuStep, DisentangledAttentionBiasOnCudaMatchesTheCpu) {
+// The model of `m` built alike (seed 5) on the CPU and on CUDA, run on 4 x 48 random ids (row 2 padded
+// from `padded_from`) with the mean squared logit as the loss: CUDA in fp32 within float rounding of
+// the CPU (TF32 off: logits within 1e-4 of the largest, every parameter's gradient within 1e-4
+// relative L1), in bf16 finite and within 3% of the largest logit, its gradients finite. Prints the
+// figures under `label`; returns the CUDA model.
+roformer::model::RoFormerForMaskedLM expect_cuda_matches_cpu(const roformer::config::ModelConfig& m,
+                                                             int64_t padded_from, const std::string& label) {
   using namespace roformer::model;
-  roformer::config::ModelConfig m = roformer::test::two_layer_model_config(128, 4, 256, 64);
-  m.position = roformer::config::Position::kDisentangled;
-  m.position_buckets = 16;
-  m.enhanced_mask_decoder = true;
   torch::manual_seed(5);
   RoFormerForMaskedLM cpu(RoFormerOptions(m, 300));
   torch::manual_seed(5);
@@ -222,7 +219,7 @@ TEST(GpuStep, DisentangledAttentionBiasOnCudaMatchesTheCpu) {
   cuda->to(torch::kCUDA);
   auto ids = torch::randint(5, 300, {4, 48}, torch::kLong);
   auto mask = torch::ones({4, 48}, torch::kLong);
-  mask.index_put_({2, torch::indexing::Slice(30, torch::indexing::None)}, 0);
+  mask.index_put_({2, torch::indexing::Slice(padded_from, torch::indexing::None)}, 0);
   auto run = [&](RoFormerForMaskedLM& model, const torch::Device& device, roformer::config::Precision precision) {
     model->zero_grad();
     torch::Tensor logits;
@@ -244,20 +241,64 @@ TEST(GpuStep, DisentangledAttentionBiasOnCudaMatchesTheCpu) {
     worst_grad = std::max(worst_grad, (pa[i].grad() - gb).abs().sum().item<double>() /
                                           std::max(pa[i].grad().abs().sum().item<double>(), 1e-30));
   }
-  std::cout << "disentangled fp32 CPU vs CUDA: max |logit difference| " << logit_diff << " (largest logit "
+  std::cout << label << " fp32 CPU vs CUDA: max |logit difference| " << logit_diff << " (largest logit "
             << logit_scale << "), worst relative L1 gradient difference " << worst_grad << "\n";
   EXPECT_LT(logit_diff, 1e-4 * logit_scale);
   EXPECT_LT(worst_grad, 1e-4);
   auto c = run(cuda, torch::kCUDA, roformer::config::Precision::kBf16);
   EXPECT_TRUE(torch::isfinite(c).all().item<bool>());
-  std::cout << "disentangled bf16 CUDA vs fp32 CPU: max |logit difference| " << (a - c).abs().max().item<double>() << "\n";
+  std::cout << label << " bf16 CUDA vs fp32 CPU: max |logit difference| " << (a - c).abs().max().item<double>() << "\n";
   EXPECT_LT((a - c).abs().max().item<double>(), 0.03 * logit_scale);
   for (auto& p : cuda->parameters()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  return cuda;
+}
+
+// Disentangled attention on CUDA: the relative scores enter SDPA as a float bias (B, N, T, T) with
+// -inf at padded keys, which the memory-efficient kernel takes with its gradient. The same weights
+// and a padded batch on the CPU (math kernel) and on CUDA: fp32 logits and every gradient agree to
+// float rounding (TF32 off: 1e-4 relative), the enhanced mask decoder included; a bf16 step is
+// finite and close (3% of the largest logit); the selector reports the kernel it picks.
+TEST(GpuStep, DisentangledAttentionBiasOnCudaMatchesTheCpu) {
+  using namespace roformer::model;
+  roformer::config::ModelConfig m = roformer::test::two_layer_model_config(128, 4, 256, 64);
+  m.position = roformer::config::Position::kDisentangled;
+  m.position_buckets = 16;
+  m.enhanced_mask_decoder = true;
+  auto cuda = expect_cuda_matches_cpu(m, 30, "disentangled");
   // A fused kernel that takes the bias and its gradient (memory-efficient, or cuDNN's where LibTorch
   // prefers it), not the math fallback that materializes the probabilities twice.
   cuda->train();
   const std::string backend = cuda->attention_backend(8, 512, torch::kBFloat16, false);
   std::cout << "disentangled bf16 T=512 attention kernel: " << backend << "\n";
+  EXPECT_TRUE(backend == "efficient" || backend == "cudnn") << backend;
+}
+
+// ModernBERT's layers on CUDA (issue 54): GeGLU, pre-LN without layer 0's attention norm, no biases,
+// local layers (every layer but 0 and 3) attending within +-8 through a band mask (B, 1, T, T) with
+// their own rotary base, through the default CUDA step's paths (one QKV GEMM, the fused rotation).
+// The same weights and a padded batch of 48 tokens on the CPU and on CUDA: fp32 logits and every
+// gradient agree to float rounding (TF32 off: 1e-4 relative), a bf16 forward is finite and close
+// (3% of the largest logit), and the local layers' band runs a fused kernel that takes a mask.
+TEST(GpuStep, ModernBertLocalAttentionOnCudaMatchesTheCpu) {
+  using namespace roformer::model;
+  roformer::config::ModelConfig m = roformer::test::two_layer_model_config(128, 4, 256, 64);
+  m.num_layers = 4;
+  m.type_vocab_size = 0;
+  m.norm = roformer::config::Norm::kPre;
+  m.first_attention_norm = false;
+  m.feed_forward = roformer::config::FeedForward::kGlu;
+  m.bias = false;
+  m.local_attention = 16;
+  m.global_attention_every = 3;
+  m.rotary_base = 160000.0;
+  m.local_rotary_base = 10000.0;
+  auto cuda = expect_cuda_matches_cpu(m, 20, "modernbert");
+  // Layer 0 (global, unpadded) may take flash; a local layer's band is a mask: a kernel that takes one.
+  cuda->train();
+  auto layer = std::dynamic_pointer_cast<RoFormerLayerImpl>(cuda->encoder->layers->ptr(1));
+  const std::string backend =
+      layer->self_attention->attention_backend(8, 512, torch::kBFloat16, torch::Device(torch::kCUDA), false);
+  std::cout << "modernbert local layer bf16 T=512 attention kernel: " << backend << "\n";
   EXPECT_TRUE(backend == "efficient" || backend == "cudnn") << backend;
 }
 

@@ -242,7 +242,8 @@ TEST_F(InitFromTest, HandEditedConfigJsonIsOneLineNamingTheKey) {
     auto r = run_roformer(train("--init-from " + dir + " --run-dir " + dir + "_run"));
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(last_line(r.output).find("--init-from: " + dir + "/config.json: " + c.needle +
-                                       "; --init-from takes the config.json `roformer export --format hf` writes"),
+                                       "; give the config.json of a Hugging Face model directory as save_pretrained, a Hub download or "
+                                       "`roformer export --format hf` leaves it"),
               std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("type_error"), std::string::npos) << r.output;
   }

@@ -546,9 +546,10 @@ TEST(ToolsExport, PreLayerNormIsRefused) {
   ASSERT_EQ(run_roformer("train -c " + tmp.str("pre.yaml") + " --run-dir " + tmp.str("run")).exit_code, 0);
   auto r = run_roformer("export --checkpoint " + tmp.str("run") + " --out " + tmp.str("hf"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer, BERT and DeBERTa-v2 are "
-                          "post-LayerNorm only"),
+  EXPECT_NE(r.output.find("this model is pre-LayerNorm (model.norm: pre); Hugging Face's RoFormer is post-LayerNorm "
+                          "only"),
             std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ModernBERT, has model.feed_forward: glu"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Export is refused"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(tmp.str("hf/model.safetensors")));
 }
@@ -586,9 +587,11 @@ TEST(ToolsExport, PositionNoneIsRefusedAndEvalBeyondTheTable) {
     auto r = run_roformer("export --checkpoint " + run + " --out " + out);
     EXPECT_EQ(r.exit_code, 1);
     // The families are listed from their table (src/hf/), so a scheme without one is refused alike.
-    EXPECT_NE(r.output.find("this model uses model.position: none, which none of Hugging Face's families computes "
-                            "(RoFormer has rotary positions, BERT has learned absolute positions and DeBERTa-v2 has "
-                            "relative positions in disentangled attention), so export is refused"),
+    EXPECT_NE(r.output.find("this model uses model.position: none with model.feed_forward: mlp, which none of Hugging "
+                            "Face's families computes (RoFormer has rotary positions, BERT has learned absolute "
+                            "positions, RoBERTa has learned absolute positions from padding_idx + 1, DeBERTa-v2 has "
+                            "relative positions in disentangled attention and ModernBERT has "
+                            "rotary positions in pre-LayerNorm GeGLU layers), so export is refused"),
               std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
   }
@@ -608,6 +611,27 @@ void train_and_export(const TempDir& tmp, const std::string& overrides, const st
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("as " + architecture + " to " + tmp.str("hf")), std::string::npos) << r.output;
   *config = json::parse(read_file(tmp.str("hf/config.json")));
+}
+
+// transformers on tmp/hf (the export of tmp/run): `architecture` loads it with no missing or
+// unexpected keys and gives the checkpoint's logits within `tolerance` (check_hf_export.py), and
+// pipeline("fill-mask") returns roformer fill-mask's top 5 for three texts. Prints both figures.
+void expect_transformers_agrees(const TempDir& tmp, const std::string& architecture, double tolerance) {
+  auto check = check_export_logits(tmp.str("run"), tmp.str("hf"), tmp.str("ref.safetensors"), tolerance);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find(architecture + " loaded with no missing/unexpected keys"), std::string::npos)
+      << check.output;
+  std::cout << check.output;  // the measured largest difference
+  const std::string texts = "The small [MASK] sees a dog near the house.\nA red cat likes the [MASK] under the tree.\n"
+                            "[MASK] quiet bird watches a window over the river.\n";
+  auto ours = run_command("printf '" + texts + "' | " + roformer_bin() + " fill-mask --json --top-k 5 --device cpu "
+                          "--checkpoint " + tmp.str("run") + " 2>/dev/null");
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  write_file(tmp.str("fill.jsonl"), ours.output);
+  auto fill = run_command(python() + " " + source_dir() + "/tests/python/check_hf_fill_mask.py " + tmp.str("hf") + " " +
+                          tmp.str("fill.jsonl") + " 1e-5");
+  EXPECT_EQ(fill.exit_code, 0) << fill.output;
+  std::cout << fill.output;
 }
 
 // `train -c TMP/run.yaml --init-from TMP/hf` (with `overrides`, which must name the export's
@@ -705,21 +729,7 @@ TEST(ToolsExport, DisentangledExportsToDebertaV2ForMaskedLM) {
   for (const auto& [name, t] : weights) EXPECT_NE(name.rfind("roformer.", 0), 0u) << name;
   EXPECT_NE(read_file(tmp.str("hf/README.md")).find("DebertaV2ForMaskedLM.from_pretrained"), std::string::npos);
   if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
-  auto check = check_export_logits(tmp.str("run"), tmp.str("hf"), tmp.str("ref.safetensors"), 1e-5);
-  EXPECT_EQ(check.exit_code, 0) << check.output;
-  EXPECT_NE(check.output.find("DebertaV2ForMaskedLM loaded with no missing/unexpected keys"), std::string::npos)
-      << check.output;
-  std::cout << check.output;  // the measured largest difference
-  const std::string texts = "The small [MASK] sees a dog near the house.\nA red cat likes the [MASK] under the tree.\n"
-                            "[MASK] quiet bird watches a window over the river.\n";
-  auto ours = run_command("printf '" + texts + "' | " + roformer_bin() + " fill-mask --json --top-k 5 --device cpu "
-                          "--checkpoint " + tmp.str("run") + " 2>/dev/null");
-  ASSERT_EQ(ours.exit_code, 0) << ours.output;
-  write_file(tmp.str("fill.jsonl"), ours.output);
-  auto fill = run_command(python() + " " + source_dir() + "/tests/python/check_hf_fill_mask.py " + tmp.str("hf") + " " +
-                          tmp.str("fill.jsonl") + " 1e-5");
-  EXPECT_EQ(fill.exit_code, 0) << fill.output;
-  std::cout << fill.output;
+  expect_transformers_agrees(tmp, "DebertaV2ForMaskedLM", 1e-5);
   // --init-from the DebertaV2 export starts at the source model.
   expect_init_from_starts_at_source(tmp, relative);
   // The relative settings come with the weights: other buckets are refused naming the key.
@@ -728,6 +738,63 @@ TEST(ToolsExport, DisentangledExportsToDebertaV2ForMaskedLM) {
   EXPECT_EQ(other.exit_code, 1);
   EXPECT_NE(other.output.find("model.position_buckets is 8 in the config but the weights were trained with 16"),
             std::string::npos) << other.output;
+}
+
+// ModernBERT's layers (pre-LN without layer 0's attention norm, GeGLU, no biases, no token types,
+// layer 1 of 3 local within +-4 at rotary base 10000, the others global at 160000) export to Hugging
+// Face's ModernBertForMaskedLM: its config.json, one Wqkv per layer and no bias but the decoder's;
+// transformers loads it with no missing or unexpected keys and gives its logits at 20 tokens (beyond
+// the window; max |diff| <= 1e-4, float32, check_hf_export.py), pipeline("fill-mask") returns
+// roformer fill-mask's top 5, and `train --init-from` takes the export back. Trained 30 steps at a
+// high rate, as the exports above, so a misplaced tensor shows. A GeGLU model ModernBERT would
+// compute otherwise (post-LN) is refused by name.
+TEST(ToolsExport, ModernBertLayersExportToModernBertForMaskedLM) {
+  TempDir tmp;
+  const std::string modern =
+      " --set model.norm=pre --set model.first_attention_norm=false --set model.feed_forward=glu --set model.bias=false"
+      " --set model.type_vocab_size=0 --set model.num_layers=3 --set model.local_attention=8"
+      " --set model.global_attention_every=2 --set model.rotary_base=160000 --set model.local_rotary_base=10000"
+      " --set model.layer_norm_eps=1e-5";
+  json config;
+  ASSERT_NO_FATAL_FAILURE(train_and_export(tmp, modern, "ModernBertForMaskedLM", &config));
+  EXPECT_EQ(config["model_type"], "modernbert");
+  EXPECT_EQ(config["layer_types"], json::array({"full_attention", "sliding_attention", "full_attention"}));
+  EXPECT_EQ(config["local_attention"], 8);
+  EXPECT_EQ(config["rope_parameters"]["full_attention"]["rope_theta"], 160000.0);
+  EXPECT_EQ(config["rope_parameters"]["sliding_attention"]["rope_theta"], 10000.0);
+  EXPECT_EQ(config["norm_bias"], false);
+  EXPECT_EQ(config["intermediate_size"], 128);
+  const auto weights = roformer::core::load_safetensors(tmp.str("hf/model.safetensors"));
+  for (const char* name : {"model.embeddings.tok_embeddings.weight", "model.layers.1.attn.Wqkv.weight",
+                           "model.layers.1.attn_norm.weight", "model.layers.2.mlp.Wi.weight", "model.final_norm.weight",
+                           "head.dense.weight", "decoder.bias"})
+    EXPECT_EQ(weights.count(name), 1u) << name;
+  EXPECT_EQ(weights.count("model.layers.0.attn_norm.weight"), 0u);
+  EXPECT_EQ(weights.at("model.layers.2.mlp.Wi.weight").size(0), 256);  // 2 x intermediate_size
+  for (const auto& [name, t] : weights) {
+    EXPECT_NE(name.rfind("roformer.", 0), 0u) << name;
+    EXPECT_TRUE(name == "decoder.bias" || name.find("bias") == std::string::npos) << name;
+  }
+  EXPECT_NE(read_file(tmp.str("hf/README.md")).find("ModernBertForMaskedLM.from_pretrained"), std::string::npos);
+  if (python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+  expect_transformers_agrees(tmp, "ModernBertForMaskedLM", 1e-4);
+  expect_init_from_starts_at_source(tmp, modern);
+  // The window comes with the weights.
+  auto wider = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("from_hf_16") + " --init-from " +
+                            tmp.str("hf") + modern + " --set model.local_attention=16");
+  EXPECT_EQ(wider.exit_code, 1);
+  EXPECT_NE(wider.output.find("model.local_attention is 16 in the config but the weights were trained with 8"),
+            std::string::npos) << wider.output;
+  // GeGLU in post-LN layers: ModernBERT's own layers are pre-LN.
+  auto post = run_roformer("train -c " + tmp.str("run.yaml") + " --run-dir " + tmp.str("post") +
+                           " --set model.feed_forward=glu --set train.steps=2");
+  ASSERT_EQ(post.exit_code, 0) << post.output;
+  auto refused = run_roformer("export --checkpoint " + tmp.str("post") + " --out " + tmp.str("hf_post"));
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("this model has model.feed_forward: glu, which Hugging Face's ModernBERT computes, but "
+                                "model.norm: post (ModernBERT is pre-LayerNorm)"),
+            std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(tmp.str("hf_post/model.safetensors")));
 }
 
 // model.bias false (no biases in linear layers and LayerNorms) exports to each family with zero

@@ -216,6 +216,31 @@ TEST(Config, CrossFieldChecks) {
   EXPECT_NE(msg14.find("train.fp8"), std::string::npos) << msg14;
 }
 
+// ModernBERT's layer keys (issue 54): each refused where it would be ignored or cannot work, naming it.
+TEST(Config, LayerKindKeysAreCheckedTogether) {
+  const Config ok = parse_run_config("", {"model.norm=pre", "model.first_attention_norm=false", "model.feed_forward=glu",
+                                      "model.local_attention=128", "model.global_attention_every=3",
+                                      "model.local_rotary_base=10000", "model.rotary_base=160000"});
+  EXPECT_EQ(ok.model.feed_forward, FeedForward::kGlu);
+  EXPECT_NE(to_yaml(ok).find("feed_forward: glu"), std::string::npos);
+  for (const auto& [overrides, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"model.first_attention_norm=false"},
+            "model.first_attention_norm: false applies to model.norm: pre only"},
+           {{"model.global_attention_every=2"},
+            "model.global_attention_every = 2 applies with model.local_attention > 0 only"},
+           {{"model.local_rotary_base=10000"}, "model.local_rotary_base = 10000 applies with model.local_attention > 0"},
+           {{"model.local_attention=7"}, "model.local_attention (7) must be even"},
+           {{"model.local_attention=8", "model.attention=linear"}, "model.local_attention needs model.attention: softmax"},
+           {{"model.local_attention=8", "model.local_rotary_base=500", "model.position=absolute"},
+            "model.local_rotary_base = 500 needs model.position: rotary (got absolute)"},
+           {{"model.feed_forward=swiglu"}, "model.feed_forward = 'swiglu' is not allowed: choose one of mlp, glu"},
+           {{"model.global_attention_every=0", "model.local_attention=8"},
+            "model.global_attention_every = 0 is out of range"}}) {
+    const auto msg = error_of([&] { parse_run_config("", overrides); });  // the model's rules (model/options.cpp)
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+  }
+}
+
 // train.param_dtype auto becomes bf16 only on CUDA with precision bf16; an explicit choice stays.
 TEST(Config, ParamDtypeAutoResolvesByDeviceAndPrecision) {
   EXPECT_EQ(parse_config("", {}).train.param_dtype, ParamDtype::kAuto);

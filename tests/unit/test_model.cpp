@@ -386,7 +386,11 @@ TEST(ModelSize, CountsWhatTheBuiltModelHas) {
            {"model.position=disentangled", "model.position_buckets=8", "model.enhanced_mask_decoder=true"},
            {"model.bias=false"},
            {"model.norm=pre", "model.embedding_size=16", "model.bias=false"},
-           {"model.position=disentangled", "model.position_buckets=8", "model.share_att_key=false", "model.bias=false"}}) {
+           {"model.position=disentangled", "model.position_buckets=8", "model.share_att_key=false", "model.bias=false"},
+           // ModernBERT's layers: GeGLU, no attention LayerNorm in layer 0, two rotary tables.
+           {"model.norm=pre", "model.first_attention_norm=false", "model.type_vocab_size=0", "model.bias=false",
+            "model.local_attention=4", "model.local_rotary_base=500", "model.feed_forward=glu"},
+           {"model.norm=pre", "model.first_attention_norm=false", "model.feed_forward=glu"}}) {
     SCOPED_TRACE(overrides.empty() ? "rotary" : overrides.back());
     const auto options = tiny(overrides);
     RoFormerForMaskedLM model(options);
@@ -475,6 +479,14 @@ std::pair<RoFormerForMaskedLM, RoFormerForMaskedLM> plain_and_checkpointed(const
 // The position schemes whose layers take other inputs: rotary tables; disentangled attention's
 // relative embeddings (a gradient to return from the recomputation); the enhanced mask decoder's
 // queries (the last layer recomputed twice, on other queries).
+// ModernBERT's layers on the tiny model: pre-LN without layer 0's attention norm, GeGLU, no biases,
+// layer 1 local within +-4 with its own rotary base.
+std::vector<std::string> modernbert_layers() {
+  return {"model.norm=pre",          "model.first_attention_norm=false", "model.feed_forward=glu",
+          "model.bias=false",        "model.type_vocab_size=0",          "model.local_attention=8",
+          "model.global_attention_every=2", "model.local_rotary_base=500", "model.rotary_base=160000"};
+}
+
 const std::vector<std::vector<std::string>>& layer_input_schemes() {
   static const std::vector<std::vector<std::string>> schemes = {
       {"model.position=rotary"},
@@ -523,6 +535,56 @@ TEST(Model, GradientCheckpointingGivesTheSameLossAndGradients) {
             EXPECT_NE(other.item<double>(), same.item<double>());
           }
         }
+}
+
+// ModernBERT's layers (issue 54), recomputed: the local layers' band mask and their own rotary rows
+// pass through the recomputation like the key mask; the same loss and gradients, exactly.
+TEST(Model, GradientCheckpointingWithLocalLayersGivesTheSameLossAndGradients) {
+  for (const bool padded : {true, false}) {
+    SCOPED_TRACE(padded ? "padded" : "unpadded");
+    auto o = tiny(modernbert_layers());
+    auto [plain, checkpointed] = plain_and_checkpointed(o);
+    auto b = make_batch(o.model().vocab_size, 3, 12);
+    if (!padded) b.mask = torch::Tensor();
+    b.types = torch::Tensor();
+    std::vector<torch::Tensor> g_plain, g_ckpt;
+    EXPECT_DOUBLE_EQ(loss_and_grads(plain, b, &g_plain), loss_and_grads(checkpointed, b, &g_ckpt));
+    ASSERT_EQ(g_plain.size(), g_ckpt.size());
+    for (size_t i = 0; i < g_plain.size(); ++i) EXPECT_TRUE(torch::equal(g_plain[i], g_ckpt[i])) << i;
+  }
+}
+
+// A local layer's token i reads the keys within +-local_attention/2 only; a global layer every key.
+// Changing the input at position 11 leaves a local layer's output at 0..6 as it was (window +-4)
+// and changes a global layer's everywhere. A padded batch whose window holds no token for some
+// padded queries stays finite.
+TEST(Model, LocalLayersAttendWithinTheWindow) {
+  auto o = tiny(modernbert_layers());
+  RoFormerForMaskedLM model(o);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  auto x = torch::randn({1, 12, 32}), changed = x.clone();
+  changed.index_put_({0, 11}, torch::randn({32}));
+  auto attention = [&](int64_t layer, const torch::Tensor& input) {
+    auto l = std::dynamic_pointer_cast<RoFormerLayerImpl>(model->encoder->layers->ptr(layer));
+    return l->self_attention->forward(input, model->encoder->layer_inputs(input, {}));
+  };
+  using torch::indexing::Slice;
+  for (const int64_t layer : {0, 1}) {  // global_attention_every 2: layer 0 global, layer 1 local
+    SCOPED_TRACE(layer);
+    auto a = attention(layer, x), b = attention(layer, changed);
+    const double near = (a.index({0, Slice(0, 7)}) - b.index({0, Slice(0, 7)})).abs().max().item<double>();
+    if (layer == 1)
+      EXPECT_EQ(near, 0.0);
+    else
+      EXPECT_GT(near, 1e-4);
+    EXPECT_GT((a.index({0, 7}) - b.index({0, 7})).abs().max().item<double>(), 1e-4);  // 7 sees 11
+  }
+  auto ids = torch::randint(5, 50, {2, 12}, torch::kLong);
+  auto mask = torch::ones({2, 12}, torch::kLong);
+  mask.index_put_({1, Slice(2, torch::indexing::None)}, 0);  // queries 7..11 of row 1 see no token
+  EXPECT_TRUE(torch::isfinite(model->forward(ids, mask)).all().item<bool>());
 }
 
 TEST(Model, GradientCheckpointingRecomputesUnderTheForwardsAutocast) {
@@ -631,6 +693,10 @@ TEST(Flops, FormulaByHand) {
   EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(o, 2, 10, 5), 3 * (proj + 2 * layer + head));
   const double linear_layer = 4 * 2 * tokens * 32 * 32 + 2 * 2 * tokens * 32 * 48 + 2 * 2 * tokens * 32 * 8;
   EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(tiny({"model.embedding_size=16", "model.attention=linear"}), 2, 10, 5), 3 * (proj + 2 * linear_layer + head));
+  // GeGLU: W_1 maps to 2I, so the feed-forward is three H x I matmuls.
+  const double glu_layer = 4 * 2 * tokens * 32 * 32 + 3 * 2 * tokens * 32 * 48 + 2 * 2 * 2 * 10 * 10 * 32;
+  EXPECT_DOUBLE_EQ(mlm_train_flops_per_step(tiny({"model.embedding_size=16", "model.feed_forward=glu"}), 2, 10, 5),
+                   3 * (proj + 2 * glu_layer + head));
   // RoFormer-base, T 512, 15% predicted: ~ 6 N_params per token order of magnitude.
   const RoFormerOptions base(roformer::config::ModelConfig{}, 30000);
   const double f = mlm_train_flops_per_step(base, 1, 512, 77);

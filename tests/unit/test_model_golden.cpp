@@ -13,6 +13,9 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 #include "core/safetensors.h"
 #include "hf/family.h"
 #include "model/disentangled.h"
@@ -298,6 +301,210 @@ TEST(DebertaGolden, WrongRelativeSettingsChangeLogits) {
     model->load_hf_state_dict(ours_from_hf(g, "weight/"));
     EXPECT_GT(max_abs(model->forward(ids, {}, types) - expected), 1e-3);
   }
+}
+
+// ---- ModernBertForMaskedLM (model.feed_forward: glu, pre-LN, local and global layers) ----------------
+// A tiny random model made by the venv's transformers inside the test (tests/python/
+// make_modernbert_reference.py), read through the family (hf/modernbert.cpp: config.json, the
+// Wqkv split and its rotate-half rows), at T = 20 (beyond the local layers' window of +-4: their
+// band mask) and T = 5 (within it). Same tolerances as above; logits compared where attention_mask
+// is 1 (a padded query's outputs differ: ours attends to itself where its window holds no token).
+struct ModernBertReference {
+  roformer::test::TempDir dir;
+  RoFormerOptions options{roformer::config::ModelConfig(), 6};
+  std::map<std::string, torch::Tensor> weights;  // Hugging Face's names
+  std::map<std::string, torch::Tensor> tensors;  // reference.safetensors
+  // The inputs and outputs at length T as a Golden for expect_parity.
+  Golden at(int64_t T) const {
+    Golden g;
+    g.name = "modernbert T=" + std::to_string(T);
+    const std::string t = "_T" + std::to_string(T);
+    for (const char* key : {"input/input_ids", "input/attention_mask", "input/labels", "output/logits", "output/loss"})
+      g.tensors.emplace(key, tensors.at(key + t));
+    g.tensors.emplace("input/token_type_ids", torch::Tensor());  // ModernBERT has no token types
+    return g;
+  }
+};
+
+std::unique_ptr<ModernBertReference> make_modernbert_reference(const std::string& variant) {
+  auto ref = std::make_unique<ModernBertReference>();
+  const std::string out = ref->dir.str();
+  auto r = roformer::test::run_command(roformer::test::python() + " " + roformer::test::source_dir() +
+                                       "/tests/python/make_modernbert_reference.py " + out + " " + variant);
+  if (r.exit_code != 0) throw std::runtime_error(r.output);
+  const std::string config = out + "/hf/config.json";
+  const auto exported = roformer::hf::read_config_json(nlohmann::json::parse(roformer::test::read_file(config)), config);
+  EXPECT_EQ(exported.family, &roformer::hf::modernbert_family());
+  EXPECT_EQ(exported.model.hidden_dropout, 0.0);  // the model's mlp_dropout and attention_dropout
+  EXPECT_EQ(exported.model.attention_dropout, 0.0);
+  ref->options = RoFormerOptions(exported.model, exported.model.vocab_size);
+  ref->weights = roformer::core::load_safetensors(out + "/hf/model.safetensors");
+  ref->tensors = roformer::core::load_safetensors(out + "/reference.safetensors");
+  return ref;
+}
+
+class ModernBertGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  // One reference per variant for the suite (transformers takes half a minute to import here).
+  void SetUp() override {
+    if (roformer::test::python().empty()) GTEST_SKIP() << "no Python configured (ROFORMER_PYTHON); run scripts/setup.sh";
+    static std::map<std::string, std::shared_ptr<ModernBertReference>> made;
+    auto& ref = made[GetParam()];
+    if (!ref) ref = make_modernbert_reference(GetParam());
+    ref_ = ref;
+  }
+  RoFormerForMaskedLM loaded() const {
+    RoFormerForMaskedLM model(ref_->options);
+    model->load_hf_state_dict(family().from_hf(ref_->weights, ref_->options.model()));
+    return model;
+  }
+  static const roformer::hf::Family& family() { return roformer::hf::modernbert_family(); }
+  std::shared_ptr<ModernBertReference> ref_;
+};
+
+TEST_P(ModernBertGolden, ConfigReadsAsModernBertLayers) {
+  const auto& m = ref_->options.model();
+  EXPECT_EQ(m.feed_forward, roformer::config::FeedForward::kGlu);
+  EXPECT_EQ(m.norm, roformer::config::Norm::kPre);
+  EXPECT_FALSE(m.first_attention_norm);
+  EXPECT_EQ(m.local_attention, 8);
+  EXPECT_EQ(m.type_vocab_size, 0);
+  if (GetParam() == "plain") {
+    EXPECT_FALSE(m.bias);
+    EXPECT_EQ(m.global_attention_every, 3);
+    EXPECT_EQ(m.rotary_base, 160000.0);
+    EXPECT_EQ(m.local_rotary_base, 10000.0);
+  } else {
+    EXPECT_TRUE(m.bias);
+    EXPECT_EQ(m.global_attention_every, 2);
+    EXPECT_EQ(m.local_rotary_base, 0.0);  // one base
+    EXPECT_EQ(m.hidden_act, roformer::config::Activation::kGeluTanh);
+  }
+}
+
+// Our tensors in the family's names and layout are Hugging Face's state dict, key for key and
+// value for value (the permutation of q and k undone exactly), and the parameter counts agree.
+TEST_P(ModernBertGolden, TensorsRoundTripToHuggingFaceKeys) {
+  auto model = loaded();
+  roformer::hf::NamedTensors ours;
+  for (const auto& [name, t] : model->hf_named_parameters())
+    if (name != "cls.predictions.decoder.weight" && name != "cls.predictions.decoder.bias") ours.emplace_back(name, t);
+  const auto theirs = family().to_hf(ours, ref_->options.model());
+  std::set<std::string> keys;
+  for (const auto& [name, t] : theirs) {
+    keys.insert(name);
+    ASSERT_TRUE(ref_->weights.count(name)) << name;
+    EXPECT_TRUE(torch::equal(t, ref_->weights.at(name))) << name;
+  }
+  std::set<std::string> hf_keys;
+  for (const auto& [name, t] : ref_->weights) hf_keys.insert(name);
+  EXPECT_EQ(keys, hf_keys);
+  int64_t hf_parameters = 0;
+  for (const auto& [name, t] : ref_->weights) hf_parameters += t.numel();
+  EXPECT_EQ(model->num_parameters(), hf_parameters);  // the tied decoder counted once on both sides
+}
+
+TEST_P(ModernBertGolden, LogitsLossAndGradientsMatchHuggingFace) {
+  auto model = loaded();
+  auto g = ref_->at(20);
+  const auto tokens = g.get("input/attention_mask").to(torch::kBool);
+  std::map<std::string, torch::Tensor> grads;  // HF's gradients under HF's names -> ours
+  for (const auto& [name, t] : ref_->tensors)
+    if (name.rfind("grad/", 0) == 0) grads.emplace(name.substr(5), t);
+  expect_parity(model, g, family().from_hf(grads, ref_->options.model()), tokens);
+  expect_sparse_loss(model, g);
+}
+
+TEST_P(ModernBertGolden, WithinTheWindowLogitsAndLossMatchHuggingFace) {
+  auto model = loaded();
+  model->eval();
+  auto g = ref_->at(5);
+  torch::NoGradGuard no_grad;
+  const auto tokens = g.get("input/attention_mask").to(torch::kBool);
+  auto logits = model->forward(g.get("input/input_ids"), g.get("input/attention_mask"));
+  auto ours = logits.index({tokens}), hf = g.get("output/logits").index({tokens});
+  EXPECT_TRUE(torch::allclose(ours, hf, 1e-5, 1e-5)) << "max |diff| " << max_abs(ours - hf);
+  expect_sparse_loss(model, g);
+}
+
+// Sensitivity: the same weights without the window, with one rotary base, or with the ordinary
+// adjacent-pair rows (no permutation) give clearly different logits at T = 20.
+TEST_P(ModernBertGolden, WrongWindowBaseOrLayoutChangesLogits) {
+  auto g = ref_->at(20);
+  auto ids = g.get("input/input_ids"), mask = g.get("input/attention_mask");
+  const auto tokens = mask.to(torch::kBool);
+  torch::NoGradGuard no_grad;
+  const auto expected = g.get("output/logits").index({tokens});
+  std::vector<std::pair<std::string, roformer::config::ModelConfig>> changes;
+  auto m = ref_->options.model();
+  m.local_attention = 0;
+  m.global_attention_every = 3;
+  m.local_rotary_base = 0;
+  changes.emplace_back("no window", m);
+  if (GetParam() == "plain") {
+    m = ref_->options.model();
+    m.local_rotary_base = 0;
+    changes.emplace_back("one base", m);
+  }
+  for (const auto& [what, changed] : changes) {
+    SCOPED_TRACE(what);
+    RoFormerForMaskedLM model(RoFormerOptions(changed, changed.vocab_size));
+    model->load_hf_state_dict(family().from_hf(ref_->weights, changed));
+    EXPECT_GT(max_abs(model->forward(ids, mask).index({tokens}) - expected), 1e-3);
+  }
+  // The Wqkv rows taken in Hugging Face's order, as if both used adjacent pairs.
+  auto model = loaded();
+  for (int64_t l = 0; l < ref_->options.model().num_layers; ++l) {
+    const auto& wqkv = ref_->weights.at("model.layers." + std::to_string(l) + ".attn.Wqkv.weight");
+    auto layer = std::dynamic_pointer_cast<roformer::model::RoFormerLayerImpl>(model->encoder->layers->ptr(l));
+    layer->self_attention->query->weight.copy_(wqkv.chunk(3, 0)[0]);
+    layer->self_attention->key->weight.copy_(wqkv.chunk(3, 0)[1]);
+  }
+  EXPECT_GT(max_abs(model->forward(ids, mask).index({tokens}) - expected), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ModernBertGolden, ::testing::Values("plain", "biased"));
+
+// model.family: its choices are auto and the families' model types; auto never chooses RoBERTa (it
+// computes what BERT does), a family named must claim the model, and RoBERTa needs the pad id 1.
+TEST(HfFamilies, ModelFamilyNamesTheFamilyAnExportTakes) {
+  using roformer::hf::export_family;
+  for (const auto* f : roformer::hf::families()) {
+    roformer::config::Config c;
+    c.model.family = f->model_type();
+    EXPECT_NO_THROW(roformer::config::check_table(c, "model")) << f->model_type();
+  }
+  roformer::config::Config other;
+  other.model.family = "xlnet";
+  EXPECT_THROW(roformer::config::check_table(other, "model"), roformer::Error);
+
+  roformer::config::ModelConfig m;
+  m.position = roformer::config::Position::kAbsolute;
+  auto options = [](const roformer::config::ModelConfig& model, int64_t pad) {
+    return roformer::model::RoFormerOptions(model, 100).pad_token_id(pad);
+  };
+  EXPECT_STREQ(export_family(options(m, 1)).model_type(), "bert");
+  m.family = "roberta";
+  EXPECT_STREQ(export_family(options(m, 1)).model_type(), "roberta");
+  try {
+    export_family(options(m, 0));
+    ADD_FAILURE() << "a RoBERTa export of a model padding with id 0";
+  } catch (const roformer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RoBERTa, whose positions begin after the pad id 1, but this model's "
+                                         "tokenizer pads with id 0; set model.family: auto"), std::string::npos)
+        << e.what();
+  }
+  m.position = roformer::config::Position::kRotary;
+  try {
+    export_family(options(m, 1));
+    ADD_FAILURE() << "a rotary model exported as RoBERTa";
+  } catch (const roformer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.family: roberta exports as RoBERTa, which has learned absolute "
+                                         "positions from padding_idx + 1, but this model has model.position: rotary"),
+              std::string::npos) << e.what();
+  }
+  m.family = "auto";
+  EXPECT_STREQ(export_family(options(m, 1)).model_type(), "roformer");
 }
 
 }  // namespace
