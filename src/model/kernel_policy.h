@@ -31,7 +31,7 @@
 namespace roformer::model {
 
 // How the rotation of q and k is computed. Both forms give the same function (up to float rounding);
-// the naive rotation matrices (model/rotary.h apply_rotary_matrix) are a reference, never run here.
+// the naive rotation matrices (tests/unit/test_rotary.cpp) are a test reference, never run here.
 enum class RotaryImpl {
   kAuto,         // fused on CUDA, element-wise on the CPU
   kElementwise,  // x cos + rotate_half(x) sin (HF's form; bit-identical to the golden values on the CPU)

@@ -81,28 +81,6 @@ torch::Tensor apply_rotary_fused(const torch::Tensor& x, const torch::Tensor& si
   return torch::view_as_real(rotated).flatten(-2).to(x.scalar_type());
 }
 
-torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
-  using torch::indexing::Slice;
-  const int64_t T = sin_pos.size(0), D = sin_pos.size(1);
-  auto R = torch::zeros({T, D, D}, sin_pos.options());  // (T, D, D)
-  auto c = cos_pos.index({Slice(), Slice(0, torch::indexing::None, 2)});  // (T, D/2)
-  auto s = sin_pos.index({Slice(), Slice(0, torch::indexing::None, 2)});
-  auto even = torch::arange(0, D, 2, torch::TensorOptions().dtype(torch::kLong).device(sin_pos.device()));
-  auto odd = even + 1;
-  // Block i: [[cos, -sin], [sin, cos]] at rows/cols (2i, 2i+1).
-  R.index_put_({Slice(), even, even}, c);
-  R.index_put_({Slice(), even, odd}, -s);
-  R.index_put_({Slice(), odd, even}, s);
-  R.index_put_({Slice(), odd, odd}, c);
-  return R;
-}
-
-torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos) {
-  auto R = rotation_matrices(sin_pos, cos_pos);  // (T, D, D)
-  // x'_{..., t, e} = sum_d R_{t, e, d} x_{..., t, d}
-  return torch::matmul(R, x.unsqueeze(-1)).squeeze(-1);
-}
-
 namespace {
 
 // PositionInputs::fixed, per rotary base: the (T, D) rows of the forward, sin_pos and cos_pos, then

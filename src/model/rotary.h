@@ -58,11 +58,6 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& sin_pos,
 torch::Tensor apply_rotary_fused(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos,
                                  int64_t seq_dim);
 
-// The naive reference: builds the block-diagonal rotation matrices R_m (T, D, D) and computes
-// x'_m = R_m x_m. O(T D^2) memory and time; used only by tests and the benchmark.
-torch::Tensor rotation_matrices(const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
-torch::Tensor apply_rotary_matrix(const torch::Tensor& x, const torch::Tensor& sin_pos, const torch::Tensor& cos_pos);
-
 std::shared_ptr<PositionScheme> make_rotary_positions(const RoFormerOptions& options);
 // The rules of rotary's keys (model.rotary_value; model.rotary_base any positive value), `chosen`
 // when model.position is rotary (position.h validate_position_keys).

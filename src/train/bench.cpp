@@ -131,8 +131,8 @@ void check_bench_options(const TrainBenchOptions& o) {
     if (!row) throw Error(fmt::format("no kernel alternative '{}' (model/kernel_policy.h)", entry));
     if (auto error = model::kernel_choice_error(*row, value))
       throw Error(*error + (value == "matrix" && row->entry == std::string("rotary")
-                                ? " (the naive rotation matrices are no path of the model: roformer_model_bench "
-                                  "times them as the rotary op alone)"
+                                ? " (the naive rotation matrices are no path of the model, only the tests' "
+                                  "reference: tests/unit/test_rotary.cpp)"
                                 : ""));
   }
   if (o.peak_tflops < 0) throw Error("--peak-tflops must be positive");

@@ -278,7 +278,7 @@ TEST_F(BenchTest, BadOptionsSayWhatToChange) {
   const std::vector<Case> cases = {
       {"bench " + cfg() + " --synthetic --rotary spiral", "--rotary must be auto, elementwise or fused, got 'spiral'"},
       {"bench " + cfg() + " --synthetic --rotary matrix",
-       "got 'matrix' (the naive rotation matrices are no path of the model: roformer_model_bench times them"},
+       "got 'matrix' (the naive rotation matrices are no path of the model, only the tests' reference"},
       {"bench " + cfg() + " --synthetic --attention-kernel fast",
        "--attention-kernel must be auto, flash, cudnn, efficient or math, got 'fast'"},
       {"bench " + cfg() + " --synthetic --profile-steps 0", "--profile-steps must be at least 1"},
