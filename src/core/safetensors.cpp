@@ -88,18 +88,22 @@ void save_safetensors(const std::string& path,
 
 namespace {
 
-// One header entry's tensor, every field checked against the data section it points into.
-torch::Tensor read_tensor(const std::string& path, const std::string& name, const nlohmann::json& entry,
-                          const std::string& data) {
-  const uint64_t data_len = data.size();
+// One header entry: its dtype, shape and bytes [begin, begin + bytes) of the data section, every field
+// checked against the data section's `data_len` bytes.
+struct Entry {
+  torch::ScalarType type;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, bytes = 0;
+};
+
+Entry read_entry(const std::string& path, const std::string& name, const nlohmann::json& entry, uint64_t data_len) {
   const std::string where = "tensor '" + name + "': ";
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
     fail(path, where + "entry needs dtype, shape and data_offsets");
   if (!entry["dtype"].is_string()) fail(path, where + "dtype is not a string");
-  torch::ScalarType type;
-  if (!dtype_from_name(entry["dtype"].get<std::string>(), &type))
+  Entry e;
+  if (!dtype_from_name(entry["dtype"].get<std::string>(), &e.type))
     fail(path, where + "unknown dtype " + entry["dtype"].get<std::string>());
-  std::vector<int64_t> shape;
   if (!entry["shape"].is_array()) fail(path, where + "shape is not an array");
   // Checked products: a damaged shape must not wrap around to the byte count it claims.
   uint64_t numel = 1;
@@ -108,7 +112,7 @@ torch::Tensor read_tensor(const std::string& path, const std::string& name, cons
     const uint64_t dim = d.get<uint64_t>();
     if (dim > data_len || (dim != 0 && numel > data_len / dim))
       fail(path, where + "shape " + entry["shape"].dump() + " holds more elements than the data section has bytes");
-    shape.push_back(static_cast<int64_t>(dim));
+    e.shape.push_back(static_cast<int64_t>(dim));
     numel *= dim;
   }
   const auto& offsets = entry["data_offsets"];
@@ -118,20 +122,17 @@ torch::Tensor read_tensor(const std::string& path, const std::string& name, cons
   if (begin > end || end > data_len)
     fail(path, where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                    ") outside the data section of " + std::to_string(data_len) + " bytes (truncated file?)");
-  const uint64_t expected = numel * c10::elementSize(type);
-  if (end - begin != expected)
+  e.begin = begin;
+  e.bytes = numel * c10::elementSize(e.type);
+  if (end - begin != e.bytes)
     fail(path, where + "holds " + std::to_string(end - begin) + " bytes but dtype and shape need " +
-                   std::to_string(expected));
-  auto tensor = torch::empty(shape, torch::TensorOptions().dtype(type));
-  if (expected > 0) std::memcpy(tensor.data_ptr(), data.data() + begin, expected);
-  return tensor;
+                   std::to_string(e.bytes));
+  return e;
 }
 
-}  // namespace
-
-std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
-                                                      std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+// The file's header, opened at `in`, parsed and checked as a whole (its entries: read_entry); the
+// data section's size into `data_len`. `in` is left at the start of the data section.
+nlohmann::json read_header(const std::string& path, std::ifstream& in, uint64_t* data_len) {
   if (!in) fail(path, "cannot open (does the file exist?)");
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
@@ -144,11 +145,8 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
     fail(path, "header length " + std::to_string(header_len) + " exceeds the file size " + std::to_string(file_size));
   std::string text(header_len, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_len));
-  const uint64_t data_len = file_size - 8 - header_len;
-  std::string data(data_len, '\0');
-  in.read(data.data(), static_cast<std::streamsize>(data_len));
   if (!in) fail(path, "read failed");
-
+  *data_len = file_size - 8 - header_len;
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
@@ -156,6 +154,19 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
     fail(path, std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
+  return header;
+}
+
+}  // namespace
+
+std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
+                                                      std::map<std::string, std::string>* metadata) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  uint64_t data_len = 0;
+  const nlohmann::json header = read_header(path, in, &data_len);
+  std::string data(data_len, '\0');
+  in.read(data.data(), static_cast<std::streamsize>(data_len));
+  if (!in) fail(path, "read failed");
 
   std::map<std::string, torch::Tensor> result;
   for (const auto& [name, entry] : header.items()) {
@@ -167,9 +178,24 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
       }
       continue;
     }
-    result.emplace(name, read_tensor(path, name, entry, data));
+    const Entry e = read_entry(path, name, entry, data_len);
+    auto tensor = torch::empty(e.shape, torch::TensorOptions().dtype(e.type));
+    if (e.bytes > 0) std::memcpy(tensor.data_ptr(), data.data() + e.begin, e.bytes);
+    result.emplace(name, std::move(tensor));
   }
   return result;
+}
+
+std::map<std::string, std::vector<int64_t>> safetensors_shapes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  uint64_t data_len = 0;
+  const nlohmann::json header = read_header(path, in, &data_len);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    shapes.emplace(name, read_entry(path, name, entry, data_len).shape);
+  }
+  return shapes;
 }
 
 }  // namespace roformer::core

@@ -26,4 +26,8 @@ void save_safetensors(const std::string& path,
 std::map<std::string, torch::Tensor> load_safetensors(const std::string& path,
                                                       std::map<std::string, std::string>* metadata = nullptr);
 
+// Each tensor's shape, its header entry checked against the file as load_safetensors checks it (a
+// shape that does not match its bytes, offsets beyond the file), without reading the data.
+std::map<std::string, std::vector<int64_t>> safetensors_shapes(const std::string& path);
+
 }  // namespace roformer::core

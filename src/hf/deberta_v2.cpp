@@ -108,7 +108,7 @@ class DebertaV2 final : public Family {
   // (cls.predictions), which an export writes.
   std::string from_hf_name(const std::string& theirs) const override {
     for (const auto& [ours, non_legacy] : kNonLegacyHead)
-      if (theirs.rfind(non_legacy, 0) == 0) return ours + theirs.substr(std::string(non_legacy).size());
+      if (starts_with(theirs, non_legacy)) return ours + theirs.substr(std::string(non_legacy).size());
     return Family::from_hf_name(theirs);
   }
 

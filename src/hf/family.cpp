@@ -19,8 +19,6 @@ namespace {
 
 constexpr const char* kOurPrefix = "roformer.";  // our names are Hugging Face RoFormer's
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 // `name` with its first `from` replaced by `to` (unchanged when it holds none).
 std::string replaced(std::string name, const std::string& from, const std::string& to) {
   const auto at = name.find(from);

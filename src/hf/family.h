@@ -40,6 +40,9 @@ namespace roformer::hf {
 // config.json's key (ours) for a model trained without biases (model.bias false): "roformer_bias": false.
 inline constexpr const char* kNoBiasKey = "roformer_bias";
 
+// Whether `name` (a tensor's) begins with `prefix`: the families' name mappings.
+inline bool starts_with(const std::string& name, const std::string& prefix) { return name.rfind(prefix, 0) == 0; }
+
 // Tensors by name, in the order a state dict lists them.
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 

@@ -55,8 +55,6 @@ const std::vector<std::pair<std::string, std::string>>& layer_names() {
   return names;
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 // `name` with the first matching prefix of `names` mapped (ours -> theirs when to_theirs), layers
 // included; unchanged when none matches.
 std::string mapped(const std::string& name, bool to_theirs) {

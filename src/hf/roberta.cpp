@@ -29,8 +29,6 @@ constexpr int64_t kFirstRow = kPadId + 1;    // the row of position 0
 constexpr const char* kOurTable = "roformer.embeddings.position_embeddings.weight";
 constexpr const char* kTheirTable = "roberta.embeddings.position_embeddings.weight";
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 // The MLM head's names, (ours, theirs): whole names or prefixes.
 const std::vector<std::pair<std::string, std::string>>& head_names() {
   static const std::vector<std::pair<std::string, std::string>> names = {

@@ -49,37 +49,58 @@ std::string conversion_command(const fs::path& dir) {
                      d, d);
 }
 
-// The tensors of model.safetensors, or of every shard that model.safetensors.index.json names (each
-// tensor in the shard the index says).
-std::map<std::string, torch::Tensor> load_weights(const std::string& path, const std::string& dir) {
-  const fs::path file(path);
-  if (file.filename() != kShardIndexFile) return core::load_safetensors(path);
+// The weight files of `path`: model.safetensors itself (no names: all of its tensors), or each shard
+// that model.safetensors.index.json names, with the tensors the index puts there; a shard missing
+// from `dir` is an error.
+std::map<std::string, std::vector<std::string>> weight_files(const std::string& path, const std::string& dir) {
+  if (fs::path(path).filename() != kShardIndexFile) return {{path, {}}};
   const std::string origin = "--init-from: " + path, advice = "download the model again";
   const json index = core::parse_json(core::read_file(path, "shard index"), origin, advice);
   const core::JsonReader reader(index, origin, advice);
   const auto map = reader.object("weight_map");
-  std::map<std::string, std::vector<std::string>> by_shard;  // shard file -> the tensors it holds
+  std::map<std::string, std::vector<std::string>> by_shard;  // shard path -> the tensors it holds
   for (const auto& [name, shard] : index.at("weight_map").items()) {
     if (!shard.is_string()) map.wrong(name, "the name of a shard file (a string)");
     const std::string shard_name = shard.get<std::string>();
     if (fs::path(shard_name).filename().string() != shard_name)
       map.wrong(name, "a shard file name next to the index (no folders)");
-    by_shard[shard_name].push_back(name);
-  }
-  if (by_shard.empty()) reader.wrong("weight_map", "the tensors' shard files (an object, not empty)");
-  std::map<std::string, torch::Tensor> tensors;
-  for (const auto& [shard, names] : by_shard) {
-    const fs::path shard_path = fs::path(dir) / shard;
+    const fs::path shard_path = fs::path(dir) / shard_name;
     std::error_code ec;
     if (!fs::exists(shard_path, ec))
       throw Error(fmt::format("--init-from: {} names the shard {}, which {} does not have; download the model again "
-                              "(every shard the index names)", path, shard, dir));
-    auto loaded = core::load_safetensors(shard_path.string());
+                              "(every shard the index names)", path, shard_name, dir));
+    by_shard[shard_path.string()].push_back(name);
+  }
+  if (by_shard.empty()) reader.wrong("weight_map", "the tensors' shard files (an object, not empty)");
+  return by_shard;
+}
+
+[[noreturn]] void not_in_shard(const std::string& index, const std::string& name, const std::string& shard) {
+  throw Error(fmt::format("--init-from: {} puts tensor {} in {}, which does not hold it; the shards and their index do "
+                          "not match: download the model again", index, name, shard));
+}
+
+// Every weight file's header checked as loading checks it, and every tensor the index names found in
+// its shard, without reading the data: a damaged or lying file is refused before anything is written.
+void check_weights(const std::string& path, const std::string& dir) {
+  for (const auto& [file, names] : weight_files(path, dir)) {
+    const auto shapes = core::safetensors_shapes(file);
+    for (const auto& name : names)
+      if (!shapes.count(name)) not_in_shard(path, name, file);
+  }
+}
+
+// The tensors of model.safetensors, or of every shard that model.safetensors.index.json names (each
+// tensor from the shard the index says).
+std::map<std::string, torch::Tensor> load_weights(const std::string& path, const std::string& dir) {
+  const auto files = weight_files(path, dir);
+  if (files.begin()->second.empty()) return core::load_safetensors(path);  // one file, all of it
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& [file, names] : files) {
+    auto loaded = core::load_safetensors(file);
     for (const auto& name : names) {
       auto it = loaded.find(name);
-      if (it == loaded.end())
-        throw Error(fmt::format("--init-from: {} puts tensor {} in {}, which does not hold it; the shards and their "
-                                "index do not match: download the model again", path, name, shard_path.string()));
+      if (it == loaded.end()) not_in_shard(path, name, file);
       tensors.emplace(name, std::move(it->second));
     }
   }
@@ -258,10 +279,10 @@ void check_init_architecture(InitSource& source, const config::Config& config, b
     throw Error(fmt::format("--init-from {}: {} is {} in the config but the weights were trained with {}; set {}: {} "
                             "(the architecture comes with the weights)", source.dir, key, a, b, key, b));
   }
-  // The weights' files read through before anything is written: a damaged or lying file (a header
-  // whose shapes do not match its bytes, a shard the index names missing) is refused here, not after
-  // the run directory is made. (Read again by load_init_weights: twice the reading, once the memory.)
-  if (source.kind == kExportKind) (void)load_weights(source.weights, source.dir);
+  // A damaged or lying weight file (a header whose shapes do not match its bytes, a shard the index
+  // names missing) is refused here, not after the run directory is made: headers only, the data is
+  // read once, by load_init_weights.
+  if (source.kind == kExportKind) check_weights(source.weights, source.dir);
   const int64_t vocab = config.model.vocab_size;
   if (vocab != 0 && vocab != source.vocab_size)
     throw Error(fmt::format("--init-from {}: model.vocab_size is {} in the config but the weights have {} rows; set "
