@@ -9,7 +9,7 @@ namespace roformer::app {
 void register_config_commands(CLI::App& app);
 void register_train_commands(CLI::App& app);
 void register_tool_commands(CLI::App& app);
-void register_bench_commands(CLI::App& app);  // before register_data_commands (adds `bench data`)
+void register_bench_commands(CLI::App& app);
 void register_data_commands(CLI::App& app);
 
 }  // namespace roformer::app

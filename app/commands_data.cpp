@@ -1,13 +1,12 @@
-// `roformer tokenizer train|encode`, `roformer prepare`, `roformer bench data`: argument parsing only.
+// `roformer tokenizer train|encode`, `roformer prepare`: argument parsing only (`roformer bench data`
+// is the measurement front's, commands_bench.cpp).
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "app/commands.h"
 #include "core/error.h"
-#include "data/bench.h"
 #include "data/corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "tools/tokenize.h"
@@ -71,40 +70,6 @@ void register_data_commands(CLI::App& app) {
   prepare->callback([popts, no_progress] {
     popts->progress = !*no_progress;
     data::prepare_corpus(*popts);
-  });
-
-  // roformer bench data (the `bench` group may already exist from another component)
-  CLI::App* bench = nullptr;
-  for (auto* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) bench = sub;
-  if (!bench) {
-    bench = app.add_subcommand("bench", "Benchmarks that print figures");
-    bench->require_subcommand(1);
-  }
-  auto bopts = std::make_shared<data::DataBenchOptions>();
-  bopts->input = "../shared/data/brown/train.txt";
-  auto threads_list = std::make_shared<std::string>("1,2");
-  auto* bench_data = bench->add_subcommand("data", "Prepare throughput per thread count and loader throughput (tokens/s)");
-  bench_data->add_option("--input", bopts->input, "Text to encode")->capture_default_str();
-  bench_data->add_option("--tokenizer", bopts->tokenizer,
-                         "Tokenizer: .model, tokenizer.json or a directory (default: train a vocab-8000 one on --input)");
-  bench_data->add_option("--seq-len", bopts->seq_len, "T")->capture_default_str();
-  bench_data->add_option("--batch-size", bopts->batch_size, "B")->capture_default_str();
-  bench_data->add_option("--threads-list", *threads_list, "Comma-separated prepare thread counts")->capture_default_str();
-  bench_data->add_option("--seconds", bopts->seconds, "Seconds per loader measurement")->capture_default_str();
-  bench_data->callback([bopts, threads_list] {
-    bopts->threads_list.clear();
-    std::stringstream ss(*threads_list);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      try {
-        bopts->threads_list.push_back(std::stoll(item));
-      } catch (const std::exception&) {
-        throw Error("--threads-list must be comma-separated integers, got " + *threads_list);
-      }
-      if (bopts->threads_list.back() < 1) throw Error("--threads-list entries must be at least 1");
-    }
-    if (bopts->threads_list.empty()) throw Error("--threads-list is empty");
-    data::run_data_benchmark(*bopts);
   });
 }
 

@@ -1,6 +1,6 @@
-// Fused kernels benchmark (a program, not a test; issue 38): each fused op of src/kernels against
-// its ATen path at RoFormer-base shapes (16384 tokens per step, H 768, 12 heads, V 32000, 15% of the
-// positions predicted, bf16, dropout 0.1), forward + backward per call:
+// `roformer bench kernels`: see kernels_bench.h. Each fused op of src/kernels against its ATen path at
+// RoFormer-base shapes (16384 tokens per step, H 768, 12 heads, V 32000, 15% of the positions
+// predicted, bf16, dropout 0.1), forward + backward per call:
 //   * the bytes the fused kernels move (inputs read once, outputs written once: the op's floor),
 //     and that floor in microseconds at --bandwidth (3.0e12 B/s, what an H100 copies), per call and
 //     per training step (calls per step: 24 LayerNorms, 12 rotaries, 1 loss, 1 embedding);
@@ -8,29 +8,30 @@
 //     calls, each bracketed by device synchronizations, after --warmup), achieved GB/s (the fused
 //     bytes over each path's time) and the GPU operations each path launches per call (kernels,
 //     copies, fills: counted by the Kineto profiler over one call).
-//
-//   build/roformer_kernels_bench [--dry-run] [--iters 20] [--warmup 5] [--bandwidth 3e12] [--json FILE]
-//
-// --dry-run, or a machine without a GPU or without the compiled kernels, prints the bytes and floors
-// only. --json writes one record per op (scripts/gpu_check.sh kernels puts it into its summary).
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/kernels_bench.h"
+#include "core/error.h"
 #include "core/file.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
 #include "kernels/layer_norm.h"
 #include "kernels/rotary.h"
 #include "kernels/triton_runtime.h"
+
+namespace roformer::bench {
 
 namespace {
 
@@ -39,31 +40,6 @@ using torch::Tensor;
 
 constexpr int64_t kTokens = 16384, kH = 768, kHeads = 12, kV = 32000, kPredicted = 2458;  // 15% of 16384
 constexpr int64_t kSeq = 512, kElem = 2;                                                   // bf16 bytes
-
-struct Args {
-  bool dry_run = false;
-  int64_t iters = 20, warmup = 5;
-  double bandwidth = 3.0e12;
-  std::string json;
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (k == "--dry-run") a.dry_run = true;
-    else if (k == "--iters") a.iters = std::stoll(value());
-    else if (k == "--warmup") a.warmup = std::stoll(value());
-    else if (k == "--bandwidth") a.bandwidth = std::stod(value());
-    else if (k == "--json") a.json = value();
-    else throw std::runtime_error("unknown option " + k + " (--dry-run --iters N --warmup N --bandwidth B/s --json FILE)");
-  }
-  return a;
-}
 
 // One op: its shapes, the fused kernels' bytes per call (forward + backward), its calls per step,
 // and (on a GPU) a forward + backward call of either path.
@@ -128,7 +104,7 @@ std::vector<Op> ops(const torch::Device& device, int64_t sms) {
   return out;
 }
 
-double median_us(const std::function<void(Backend)>& call, Backend b, const Args& a) {
+double median_us(const std::function<void(Backend)>& call, Backend b, const KernelsBenchOptions& a) {
   for (int64_t i = 0; i < a.warmup; ++i) call(b);
   std::vector<double> us;
   for (int64_t i = 0; i < a.iters; ++i) {
@@ -158,10 +134,45 @@ int64_t gpu_ops(const std::function<void(Backend)>& call, Backend b) {
   return n;
 }
 
+// The options' own checks, before anything runs: the --json file's folder must take a file.
+void check_options(const KernelsBenchOptions& a) {
+  if (a.iters < 1) throw Error("--iters must be at least 1, got " + std::to_string(a.iters));
+  if (a.warmup < 0) throw Error("--warmup must be at least 0, got " + std::to_string(a.warmup));
+  if (!(a.bandwidth > 0)) throw Error("--bandwidth must be a positive number of bytes per second (an H100 copies 3e12)");
+  if (a.json.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path path(a.json);
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw Error("--json " + a.json + " is a directory; give a file name, e.g. --json " + (path / "kernels_bench.json").string());
+  if (path.has_parent_path() && !fs::is_directory(path.parent_path(), ec))
+    throw Error("--json " + a.json + ": there is no folder " + path.parent_path().string() +
+                "; make it first or give a file in an existing folder");
+}
+
+// One op's row of the table (and its record): the floor, then each path's time on a GPU.
+nlohmann::json measure_op(const Op& op, const KernelsBenchOptions& a, bool gpu, double* step_floor) {
+  const double floor_us = op.bytes / a.bandwidth * 1e6;
+  *step_floor += floor_us * static_cast<double>(op.per_step) / 1e3;
+  nlohmann::json r = {{"op", op.name}, {"shape", op.shape}, {"bytes", op.bytes}, {"floor_us", floor_us}, {"per_step", op.per_step}};
+  std::printf("| %s | %s | %.1f | %.1f | %lld | %.2f |", op.name.c_str(), op.shape.c_str(), op.bytes / 1e6, floor_us,
+              static_cast<long long>(op.per_step), floor_us * static_cast<double>(op.per_step) / 1e3);
+  if (gpu) {
+    const double fused = median_us(op.call, Backend::kTriton, a), aten = median_us(op.call, Backend::kAten, a);
+    const int64_t n_fused = gpu_ops(op.call, Backend::kTriton), n_aten = gpu_ops(op.call, Backend::kAten);
+    r.update({{"fused_us", fused}, {"aten_us", aten}, {"fused_gbs", op.bytes / fused / 1e3},
+              {"aten_gbs", op.bytes / aten / 1e3}, {"gpu_ops_fused", n_fused}, {"gpu_ops_aten", n_aten}});
+    std::printf(" %.1f | %.0f | %.1f | %.0f | %lld / %lld |", fused, op.bytes / fused / 1e3, aten, op.bytes / aten / 1e3,
+                static_cast<long long>(n_fused), static_cast<long long>(n_aten));
+  }
+  std::printf("\n");
+  return r;
+}
+
 }  // namespace
 
-int main(int argc, char** argv) try {
-  const Args a = parse(argc, argv);
+void run_kernels_benchmark(const KernelsBenchOptions& a) {
+  check_options(a);
   const bool gpu = !a.dry_run && torch::cuda::is_available() && triton_kernels_built();
   const torch::Device device = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const int64_t sms = gpu ? device_sm_count(device) : 132;  // H100 SXM: 132 SMs
@@ -172,28 +183,11 @@ int main(int argc, char** argv) try {
   std::printf("|---|---|---:|---:|---:|---:|%s\n", gpu ? "---:|---:|---:|---:|---:|" : "");
   nlohmann::json records = nlohmann::json::array();
   double step_floor = 0;
-  for (const auto& op : ops(device, sms)) {
-    const double floor_us = op.bytes / a.bandwidth * 1e6;
-    step_floor += floor_us * static_cast<double>(op.per_step) / 1e3;
-    nlohmann::json r = {{"op", op.name}, {"shape", op.shape}, {"bytes", op.bytes}, {"floor_us", floor_us}, {"per_step", op.per_step}};
-    std::printf("| %s | %s | %.1f | %.1f | %lld | %.2f |", op.name.c_str(), op.shape.c_str(), op.bytes / 1e6, floor_us,
-                static_cast<long long>(op.per_step), floor_us * static_cast<double>(op.per_step) / 1e3);
-    if (gpu) {
-      const double fused = median_us(op.call, Backend::kTriton, a), aten = median_us(op.call, Backend::kAten, a);
-      const int64_t n_fused = gpu_ops(op.call, Backend::kTriton), n_aten = gpu_ops(op.call, Backend::kAten);
-      r.update({{"fused_us", fused}, {"aten_us", aten}, {"fused_gbs", op.bytes / fused / 1e3},
-                {"aten_gbs", op.bytes / aten / 1e3}, {"gpu_ops_fused", n_fused}, {"gpu_ops_aten", n_aten}});
-      std::printf(" %.1f | %.0f | %.1f | %.0f | %lld / %lld |", fused, op.bytes / fused / 1e3, aten, op.bytes / aten / 1e3,
-                  static_cast<long long>(n_fused), static_cast<long long>(n_aten));
-    }
-    std::printf("\n");
-    records.push_back(r);
-  }
+  for (const auto& op : ops(device, sms)) records.push_back(measure_op(op, a, gpu, &step_floor));
   std::printf("step floor of these ops: %.2f ms per 16384-token step (docs/benchmarks.md: 23 ms of memory-bound kernels today)\n",
               step_floor);
-  if (!a.json.empty()) roformer::core::write_file_checked(a.json, records.dump(1) + "\n");
-  return 0;
-} catch (const std::exception& e) {
-  std::fprintf(stderr, "[error] %s\n", e.what());
-  return 1;
+  std::fflush(stdout);
+  if (!a.json.empty()) core::write_file_checked(a.json, records.dump(1) + "\n");
 }
+
+}  // namespace roformer::bench

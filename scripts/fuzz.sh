@@ -47,7 +47,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   say "configuring $BUILD with clang"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DROFORMER_BUILD_FUZZERS=ON -DROFORMER_BUILD_TESTS=OFF \
-    -DROFORMER_BUILD_BENCH=OFF -DROFORMER_USE_PCH=OFF >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
+    -DROFORMER_USE_PCH=OFF >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
 fi
 say "building $TARGETS"
 # shellcheck disable=SC2086

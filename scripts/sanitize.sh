@@ -31,7 +31,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   mkdir -p "$BUILD"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
     -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DROFORMER_PYTHON="$PY" -DROFORMER_SANITIZE=ON \
-    -DROFORMER_BUILD_BENCH=OFF >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
+    >"$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
 fi
 say "building ($(nproc) jobs)"
 cmake --build "$BUILD" -j "$(nproc)"

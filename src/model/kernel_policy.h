@@ -14,7 +14,7 @@
 //   2. its row in kernel_alternatives() (kernel_policy.cpp): the `roformer bench` flag and its help,
 //      the key and value of the bench record, its group (`--fused-all`) and the name of its row in
 //      the device script. From the rows come the bench's flags (app/commands_bench.cpp), its record
-//      (train/bench.cpp), `roformer bench --list-variants` (what scripts/gpu_check.sh measures) and
+//      (bench/step_bench.cpp), `roformer bench --list-variants` (bench/variants.cpp: what gpu_check.sh measures) and
 //      the tests' list of entries; tests/unit/test_structure.cpp checks that every field has its row;
 //   3. the call site reads kernel_policy().field (and x.is_cuda() when it is a CUDA path);
 // plus a test that compares the entry with the default path under ScopedKernelPolicy (tests/unit for

@@ -2,9 +2,8 @@
 // checkpoint to resume from (its config and trainer state read once), the --init-from source and
 // the launcher environment. `roformer train` makes one in launch.cpp; the TrainingRun takes it whole
 // (TrainingRun(Plan)) and builds every component from it, so nothing is completed later by setters
-// whose order matters. `roformer bench` makes one with no checkpoint for the data it prepares
-// (TrainingData); how a step computes is not the plan's (train/step.h StepOptions, the kernel policy
-// of model/kernel_policy.h).
+// whose order matters; each takes its slice (TrainingData: DataSetup::of). How a step computes is not
+// the plan's (train/step.h StepOptions, the kernel policy of model/kernel_policy.h).
 #pragma once
 
 #include <optional>

@@ -18,34 +18,38 @@
 namespace roformer::train {
 namespace fs = std::filesystem;
 
-TrainingData::TrainingData(const Plan& plan, bool pin_memory, bool main_rank) {
-  const config::Config& cfg = plan.cfg;
+DataSetup DataSetup::of(const Plan& plan) {
+  return {&plan.cfg, plan.run_dir, plan.env, plan.resume ? &*plan.resume : nullptr, plan.init ? &*plan.init : nullptr};
+}
+
+TrainingData::TrainingData(const DataSetup& setup, bool pin_memory, bool main_rank) {
+  const config::Config& cfg = *setup.cfg;
   auto loader_opts = data::loader_options_from_config(cfg, cfg.train.batch_size);
   loader_opts.seed = cfg.train.seed;
   loader_opts.pin_memory = pin_memory;
-  load_tokenizer(plan, main_rank);
-  loader_opts.rank = plan.env.rank;  // each rank reads its rows of every global batch
-  loader_opts.world_size = plan.env.world_size;
+  load_tokenizer(setup, main_rank);
+  loader_opts.rank = setup.env.rank;  // each rank reads its rows of every global batch
+  loader_opts.world_size = setup.env.world_size;
   loader_options_ = loader_opts;
-  train_corpus_ = prepare(plan, cfg.data.train_files, "train");
+  train_corpus_ = prepare(setup, cfg.data.train_files, "train");
   loader_ = std::make_unique<data::MlmLoader>(train_corpus_, loader_opts);
   if (!cfg.data.valid_files.empty()) {
     auto eval_opts = data::eval_loader_options(cfg, cfg.eval.batch_size);
     eval_opts.max_seq_len = eval_seq_len(cfg);  // eval.max_seq_len, or the length training ends with
     eval_opts.max_seq_len_key = cfg.eval.max_seq_len != 0 ? "eval.max_seq_len" : resolve_length_phases(cfg).back().seq_key;
     eval_opts.pin_memory = pin_memory;
-    eval_batches_ = data::make_eval_batches(prepare(plan, cfg.data.valid_files, "valid"), eval_opts,
+    eval_batches_ = data::make_eval_batches(prepare(setup, cfg.data.valid_files, "valid"), eval_opts,
                                             cfg.eval.max_sequences, cfg.eval.batch_size, cfg.eval.seed);
   }
-  if (main_rank && !plan.resume && !plan.init && cfg.tokenizer.model.empty()) say_how_to_reuse(plan);
+  if (main_rank && !setup.resume && !setup.init && cfg.tokenizer.model.empty()) say_how_to_reuse(setup);
 }
 
 // A new run trains its tokenizer (about 10 s on Brown) and prepares its data again, as this one did.
 // Not cached behind the user's back: the keys that point a run at existing ones are said instead.
-void TrainingData::say_how_to_reuse(const Plan& plan) const {
-  const config::Config& cfg = plan.cfg;
+void TrainingData::say_how_to_reuse(const DataSetup& setup) const {
+  const config::Config& cfg = *setup.cfg;
   const std::string cache =
-      cfg.data.prepared_dir.empty() ? checkpoint::RunLayout(plan.run_dir).data() : cfg.data.prepared_dir;
+      cfg.data.prepared_dir.empty() ? checkpoint::RunLayout(setup.dir).data() : cfg.data.prepared_dir;
   std::string sets = fmt::format("--set tokenizer.model={} --set data.train_files=[{}]", tokenizer_->model_path(),
                                  (fs::path(cache) / "train").string());
   if (!cfg.data.valid_files.empty()) sets += fmt::format(" --set data.valid_files=[{}]", (fs::path(cache) / "valid").string());
@@ -78,15 +82,15 @@ void TrainingData::restore(const checkpoint::TrainerState& state) {
 
 // The checkpoint carries its tokenizer, and a resumed run continues with exactly that one (copied
 // into the run directory); --init-from brings the source's; otherwise tokenizer.model, or the run's own.
-void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
+void TrainingData::load_tokenizer(const DataSetup& setup, bool main_rank) {
   std::string path;
-  if (plan.resume) {
-    const std::string& dir = plan.resume->dir;
+  if (setup.resume) {
+    const std::string& dir = setup.resume->dir;
     const data::Tokenizer saved = data::Tokenizer::load(dir);
-    if (saved.fingerprint() != plan.resume->state.tokenizer_fingerprint)
+    if (saved.fingerprint() != setup.resume->state.tokenizer_fingerprint)
       throw Error(fmt::format("the tokenizer in checkpoint {} does not match its recorded fingerprint; the "
                               "checkpoint is damaged", dir));
-    const std::string own_dir = checkpoint::RunLayout(plan.run_dir).tokenizer_dir();
+    const std::string own_dir = checkpoint::RunLayout(setup.dir).tokenizer_dir();
     path = (fs::path(own_dir) / saved.files().front().first).string();
     try {  // the run directory's copy, kept when it is that tokenizer (a damaged copy is written again)
       std::error_code ec;
@@ -99,8 +103,8 @@ void TrainingData::load_tokenizer(const Plan& plan, bool main_rank) {
     }
     return;
   }
-  path = plan.init ? adopt_init_tokenizer(*plan.init, plan.cfg, plan.run_dir) : plan.cfg.tokenizer.model;
-  if (path.empty()) path = train_run_tokenizer(plan.cfg, plan.run_dir, main_rank);
+  path = setup.init ? adopt_init_tokenizer(*setup.init, *setup.cfg, setup.dir) : setup.cfg->tokenizer.model;
+  if (path.empty()) path = train_run_tokenizer(*setup.cfg, setup.dir, main_rank);
   tokenizer_ = data::Tokenizer::load(path);
   tokenizer_->check_mlm_roles();
   spdlog::info("tokenizer {} ({}, {} ids, special {}, fingerprint {})", tokenizer_->model_path(),
@@ -153,16 +157,16 @@ std::string TrainingData::train_run_tokenizer(const config::Config& cfg, const s
   }
 }
 
-std::shared_ptr<const data::PreparedCorpus> TrainingData::prepare(const Plan& plan,
+std::shared_ptr<const data::PreparedCorpus> TrainingData::prepare(const DataSetup& setup,
                                                                   const std::vector<std::string>& files,
                                                                   const std::string& name) {
   data::PreparedDataRequest request;
   request.files = files;
   request.name = name;
   request.cache_dir =
-      plan.cfg.data.prepared_dir.empty() ? checkpoint::RunLayout(plan.run_dir).data() : plan.cfg.data.prepared_dir;
-  request.text_field = plan.cfg.data.text_field;
-  request.resuming = plan.resume.has_value();
+      setup.cfg->data.prepared_dir.empty() ? checkpoint::RunLayout(setup.dir).data() : setup.cfg->data.prepared_dir;
+  request.text_field = setup.cfg->data.text_field;
+  request.resuming = setup.resume != nullptr;
   return data::open_prepared_data(request, *tokenizer_);
 }
 

@@ -1,8 +1,9 @@
-// The batches a training run trains and evaluates on, as one component built from the plan: the
-// tokenizer (the checkpoint's when resuming, the --init-from source's, tokenizer.model, or one
-// trained for the run), the prepared train/valid corpora, the dynamic-masking loader with this
-// rank's share of every global batch, and the fixed evaluation batches. `roformer bench` draws on
-// it too (prepared data); random batches of the same shape are train/synthetic.h's.
+// The batches a training run trains and evaluates on, as one component built from its slice of the
+// plan (DataSetup): the tokenizer (the checkpoint's when resuming, the --init-from source's,
+// tokenizer.model, or one trained for the run), the prepared train/valid corpora, the dynamic-masking
+// loader with this rank's share of every global batch, and the fixed evaluation batches. `roformer
+// bench` builds one from a config and its own directory (bench/step_bench.cpp: prepared data, no
+// run); random batches of the same shape are train/synthetic.h's.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +21,24 @@
 
 namespace roformer::train {
 
+// What the data is made from: the config, the directory its tokenizer and prepared data go to
+// (RUN_DIR, or the bench's own), this process's share of every batch, and where the tokenizer comes
+// from when not from the config: the checkpoint resumed from, or the --init-from source. Pointers,
+// not copies: they must outlive the TrainingData's constructor only.
+struct DataSetup {
+  const config::Config* cfg = nullptr;
+  std::string dir;
+  dist::DistEnv env;                                    // a single process unless set
+  const checkpoint::CheckpointMeta* resume = nullptr;  // its tokenizer, copied into dir
+  const InitSource* init = nullptr;                    // its tokenizer
+  static DataSetup of(const Plan& plan);               // a training run's
+};
+
 class TrainingData : public BatchSource {
  public:
-  // Writes the run's tokenizer and prepared data into plan.run_dir (rank 0; main_rank false: finds
-  // them there). Throws roformer::Error for missing or unusable inputs, naming the config key.
-  TrainingData(const Plan& plan, bool pin_memory, bool main_rank);
+  // Writes the tokenizer and prepared data into setup.dir (rank 0; main_rank false: finds them
+  // there). Throws roformer::Error for missing or unusable inputs, naming the config key.
+  TrainingData(const DataSetup& setup, bool pin_memory, bool main_rank);
 
   // The loader's shape from now on (a length phase's, train/length_phases.h): a new loader over the
   // same prepared corpus, starting at the beginning of its own order (epoch 0, position 0).
@@ -47,10 +61,10 @@ class TrainingData : public BatchSource {
   void restore(const checkpoint::TrainerState& state);
 
  private:
-  void load_tokenizer(const Plan& plan, bool main_rank);
+  void load_tokenizer(const DataSetup& setup, bool main_rank);
   std::string train_run_tokenizer(const config::Config& cfg, const std::string& run_dir, bool main_rank);
-  void say_how_to_reuse(const Plan& plan) const;  // the keys that point a new run at this tokenizer and data
-  std::shared_ptr<const data::PreparedCorpus> prepare(const Plan& plan, const std::vector<std::string>& files,
+  void say_how_to_reuse(const DataSetup& setup) const;  // the keys that point a new run at this tokenizer and data
+  std::shared_ptr<const data::PreparedCorpus> prepare(const DataSetup& setup, const std::vector<std::string>& files,
                                                       const std::string& name);
 
   std::optional<data::Tokenizer> tokenizer_;  // set by the constructor (Tokenizer has no empty state)

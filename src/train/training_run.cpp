@@ -120,7 +120,7 @@ void TrainingRun::check_ranks_start_alike() {
 void TrainingRun::setup_data() {
   const char* waiting = "waiting for rank 0 to prepare the tokenizer and data";
   if (!main_rank()) placement_.group().barrier(waiting);
-  data_ = std::make_unique<TrainingData>(plan_, placement_.device().is_cuda(), main_rank());
+  data_ = std::make_unique<TrainingData>(DataSetup::of(plan_), placement_.device().is_cuda(), main_rank());
   if (main_rank()) placement_.group().barrier(waiting);
 }
 

@@ -1,8 +1,8 @@
 // `roformer bench -c CONFIG` through the CLI: the JSON record of a few synthetic steps is complete
 // and consistent (tokens, FLOPs from mlm_train_flops_per_step, breakdown within the step time,
 // MFU from --peak-tflops), the kernel policy's variants change what they should, prepared data
-// works, `bench data` still exists, and bad options fail with a message saying what to change.
-// Figures are never compared with a time limit.
+// works, the measurement front's other modes (`bench data`, `bench kernels`) answer, and bad options
+// fail with a message saying what to change. Figures are never compared with a time limit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -205,7 +205,7 @@ TEST_F(BenchTest, Fp8LinearLayersAreRecordedAndTrainLikeBf16) {
 TEST_F(BenchTest, KernelAlternativesComeFromTheTable) {
   const auto help = run_roformer("bench --help");
   ASSERT_EQ(help.exit_code, 0) << help.output;
-  const auto all = run_roformer("bench --list-variants");
+  const auto all = run_roformer("bench --list-variants all");
   ASSERT_EQ(all.exit_code, 0) << all.output;
   const auto kernels = run_roformer("bench --list-variants kernels");
   ASSERT_EQ(kernels.exit_code, 0) << kernels.output;
@@ -233,6 +233,9 @@ TEST_F(BenchTest, KernelAlternativesComeFromTheTable) {
   const auto bad = run_roformer("bench --list-variants most");
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_NE(bad.output.find("--list-variants takes all or kernels, got 'most'"), std::string::npos) << bad.output;
+  const auto bare = run_roformer("bench --list-variants");  // a value always (kernels is also a sub-mode's name)
+  EXPECT_EQ(bare.exit_code, 1) << bare.output;
+  EXPECT_NE(bare.output.find("--list-variants"), std::string::npos) << bare.output;
 }
 
 // --profile writes a Chrome trace of extra steps (outside the measured ones) that the summary
@@ -296,10 +299,58 @@ TEST_F(BenchTest, BadOptionsSayWhatToChange) {
   }
 }
 
-TEST_F(BenchTest, BenchDataStillExists) {
-  auto r = run_roformer("bench data --help");
+// One front: `roformer bench` times the step, its sub-modes the data and the kernels.
+TEST_F(BenchTest, TheMeasurementFrontHasItsThreeModes) {
+  auto r = run_roformer("bench --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* mode : {"`bench -c CONFIG` times training steps", "data", "kernels"})
+    EXPECT_NE(r.output.find(mode), std::string::npos) << mode << "\n" << r.output;
+  r = run_roformer("bench data --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--threads-list"), std::string::npos) << r.output;
+}
+
+// `bench kernels` without a GPU (or with --dry-run): each fused op's bytes and their floor at
+// --bandwidth, per call and per step, in the table and one JSON record per op. The rotary's bytes
+// worked out here: q and k read and written, forward and backward, at 16384 tokens x 768 in bf16.
+TEST_F(BenchTest, KernelsPrintsEachFusedOpsFloorAndItsRecord) {
+  auto r = run_roformer("bench kernels --dry-run --bandwidth 1.5e12 --json " + tmp_.str("k.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* row : {"| residual + dropout + LayerNorm |", "| rotary of q and k |", "| cross-entropy (loss, hits, dlogits) |",
+                          "| embeddings + LayerNorm + dropout |", "floor us @1.5 TB/s", "step floor of these ops:"})
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+  EXPECT_EQ(r.output.find("fused us"), std::string::npos) << "a dry run times nothing\n" << r.output;
+  const json records = json::parse(read_file(tmp_.str("k.json")));
+  ASSERT_EQ(records.size(), 4u) << records.dump(1);
+  const double rotary_bytes = 8.0 * 16384 * 768 * 2;
+  bool rotary = false;
+  for (const auto& rec : records) {
+    EXPECT_NEAR(rec["floor_us"].get<double>(), rec["bytes"].get<double>() / 1.5e12 * 1e6, 1e-6) << rec.dump();
+    EXPECT_GE(rec["per_step"].get<int64_t>(), 1) << rec.dump();
+    EXPECT_FALSE(rec.contains("fused_us")) << rec.dump();
+    if (rec["op"] == "rotary of q and k") {
+      rotary = true;
+      EXPECT_DOUBLE_EQ(rec["bytes"].get<double>(), rotary_bytes);
+      EXPECT_EQ(rec["per_step"].get<int64_t>(), 12);  // one per layer of RoFormer-base
+    }
+  }
+  EXPECT_TRUE(rotary) << records.dump(1);
+}
+
+TEST_F(BenchTest, KernelsBadOptionsSayWhatToChange) {
+  fs::create_directories(tmp_.path() / "out");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bench kernels --iters 0", "--iters must be at least 1, got 0"},
+      {"bench kernels --warmup -1", "--warmup must be at least 0, got -1"},
+      {"bench kernels --bandwidth 0", "--bandwidth must be a positive number of bytes per second"},
+      {"bench kernels --json " + tmp_.str("out"), "is a directory; give a file name, e.g. --json"},
+      {"bench kernels --dry-run --json " + tmp_.str("missing/k.json"), "k.json: there is no folder " + tmp_.str("missing")},
+  };
+  for (const auto& [args, message] : cases) {
+    auto r = run_roformer(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+  }
 }
 
 }  // namespace

@@ -458,6 +458,7 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
     write_file(tmp.str(std::string("kit/bin/") + name), "#!/bin/sh\nexit 1\n");  // never run by a dry run
     fs::permissions(tmp.path() / "kit/bin" / name, fs::perms::owner_all);
   }
+  fs::create_symlink(roformer_bin(), tmp.path() / "kit/bin/roformer");  // its dry run prints the kernels' floors
   write_file(tmp.str("kit/bin/commit"), "abc1234\n");
   auto r = run_command("GPU_KIT=" + tmp.str("kit") + " SANITIZER=compute-sanitizer ROFORMER_BIN=" + roformer_bin() +
                        " bash " + source_dir() +
@@ -466,9 +467,10 @@ TEST(GpuCheckScript, KernelsDryRunPrintsTheOneCallPlan) {
   for (const char* step : {"preflight: the device's torch is 2.11.0, libcudart.so.13 found",
                            "timeout -k 5 45 " /* test_gpu_kernels */, "kit/bin/test_gpu_kernels  >",
                            "kit/bin/test_gpu_step  >", "timeout -k 5 60 compute-sanitizer --tool memcheck",
-                           "timeout -k 5 60 compute-sanitizer --tool initcheck", "roformer_kernels_bench --json",
+                           "timeout -k 5 60 compute-sanitizer --tool initcheck", "roformer bench kernels --json kernels_bench.json",
                            "call's 270 s", "receives summary.md and logs.tar.gz",
-                           "last, its own 60 s reserved from the budget: timeout -k 5 60 "})
+                           "last, its own 60 s reserved from the budget: timeout -k 5 60 ",
+                           "| rotary of q and k | (32, 512, 3, 12, 64) |", "step floor of these ops:"})
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
   // test_gpu_train after every other step (its 24 processes touch no fused kernel).
   const auto train = r.output.find("kit/bin/test_gpu_train");

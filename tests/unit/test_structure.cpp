@@ -1,8 +1,8 @@
 // The code keeps its shape (issues 14, 23, 37): no function in src/ longer than kMaxLines, except the
 // declarative tables listed below. A newcomer reads the training run as a list of calls; a function
-// that grows past the limit is split where it has parts, not exempted. The bench's switches stay the
-// bench's: only the bench includes train/bench.h, and the kernel policy is read where a choice is
-// made, never threaded through the model as a member or parameter.
+// that grows past the limit is split where it has parts, not exempted. The measurement front (bench/)
+// sits above the library: nothing in src/ includes it, and the kernel policy is read where a choice
+// is made, never threaded through the model as a member or parameter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,26 +59,31 @@ std::vector<Function> functions_of(const fs::path& file) {
   return out;
 }
 
-TEST(Structure, NoFunctionInSrcIsLongerThanTheLimit) {
-  const fs::path src = fs::path(roformer::test::source_dir()) / "src";
-  ASSERT_TRUE(fs::is_directory(src)) << src;
-  int scanned = 0, longest = 0;
-  std::string longest_name;
-  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+// The functions of src/ and bench/ against kMaxLines (the tables excepted); counts the longest.
+void check_function_lengths(const fs::path& root, int* scanned, int* longest, std::string* longest_name) {
+  ASSERT_TRUE(fs::is_directory(root)) << root;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
     if (entry.path().extension() != ".cpp") continue;
     for (const auto& f : functions_of(entry.path())) {
-      ++scanned;
+      ++*scanned;
       bool table = false;
       for (const auto& t : kTables) table = table || f.signature.find(t + "(") != std::string::npos;
       if (table) continue;
-      if (f.length > longest) longest = f.length, longest_name = f.file + ":" + std::to_string(f.line);
+      if (f.length > *longest) *longest = f.length, *longest_name = f.file + ":" + std::to_string(f.line);
       EXPECT_LE(f.length, kMaxLines) << f.file << ":" << f.line << " " << f.signature << " has " << f.length
                                      << " lines: split it into named parts";
     }
   }
+}
+
+TEST(Structure, NoFunctionInSrcIsLongerThanTheLimit) {
+  int scanned = 0, longest = 0;
+  std::string longest_name;
+  for (const char* folder : {"src", "bench"})
+    check_function_lengths(fs::path(roformer::test::source_dir()) / folder, &scanned, &longest, &longest_name);
   EXPECT_GT(scanned, 200) << "the scanner found too few functions: has the layout changed?";
-  std::cout << scanned << " functions scanned; the longest outside the tables: " << longest << " lines ("
-            << longest_name << ")\n";
+  std::cout << scanned << " functions scanned in src/ and bench/; the longest outside the tables: " << longest
+            << " lines (" << longest_name << ")\n";
 }
 
 // The scanner itself: a long function is caught, declarations and one-liners are not functions.
@@ -127,19 +132,26 @@ TEST(Structure, NoCodeCallsStdFilesystemRemoveAll) {
   EXPECT_GT(scanned, 100) << "too few sources found under " << roformer::test::source_dir();
 }
 
-// The path of a source below src/ ("train/bench.cpp").
+// The path of a source below src/ ("model/roformer.cpp").
 std::string src_relative(const fs::path& file) {
   return fs::relative(file, fs::path(roformer::test::source_dir()) / "src").generic_string();
 }
 
-TEST(Structure, OnlyTheBenchIncludesBenchH) {
-  const int scanned = for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
-    if (src_relative(file) == "train/bench.cpp") return;
-    EXPECT_EQ(code.find("#include \"train/bench.h\""), std::string::npos)
-        << file.string() << ":" << line << " includes train/bench.h: what the run shares with the bench belongs "
-        << "elsewhere (core/device.h holds the device peaks)";
+// bench/ (`roformer bench`: the step, the data, the kernels) is above the library and beside the
+// app: no source of src/ includes it, and of app/ only the bench's commands do.
+TEST(Structure, NothingBelowTheMeasurementFrontIncludesIt) {
+  const fs::path root = roformer::test::source_dir();
+  int includes = 0;
+  const int scanned = for_each_code_line({"src", "app"}, [&](const fs::path& file, int line, const std::string& code) {
+    if (code.find("#include \"bench/") == std::string::npos) return;
+    ++includes;
+    EXPECT_EQ(fs::relative(file, root).generic_string(), "app/commands_bench.cpp")
+        << file.string() << ":" << line << " includes the measurement front (bench/): what the run shares with "
+        << "the bench belongs in src/ (core/device.h holds the device peaks)";
   });
   EXPECT_GT(scanned, 100);
+  EXPECT_GE(includes, 3) << "app/commands_bench.cpp no longer reaches bench/'s three modes?";
+  EXPECT_TRUE(fs::is_directory(root / "bench")) << "the measurement front moved: update this test";
 }
 
 // A code line with its string literals emptied (no name looked for below is spelled in a string
@@ -195,7 +207,7 @@ TEST(Structure, TheKernelPolicyIsReadNotThreaded) {
   std::set<std::string> readers;
   for_each_code_line({"src"}, [&](const fs::path& file, int line, const std::string& code) {
     const std::string name = src_relative(file);
-    if (name.rfind("model/kernel_policy.", 0) == 0 || name.rfind("train/bench.", 0) == 0) return;
+    if (name.rfind("model/kernel_policy.", 0) == 0) return;
     if (code.find("kernel_policy().") != std::string::npos || code.find("rotary_impl(") != std::string::npos)
       readers.insert(name);
     EXPECT_FALSE(threads_policy(code, patterns))

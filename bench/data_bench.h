@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace roformer::data {
+namespace roformer::bench {
 
 struct DataBenchOptions {
   std::string input;                      // any input prepare reads (file, folder, pattern)
@@ -20,4 +20,4 @@ struct DataBenchOptions {
 // Runs the benchmark, prints the results to stdout and returns them as Markdown table rows.
 std::string run_data_benchmark(const DataBenchOptions& options);
 
-}  // namespace roformer::data
+}  // namespace roformer::bench

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-namespace roformer::train {
+namespace roformer::bench {
 
-struct TrainBenchOptions {
+struct StepBenchOptions {
   std::string config_path;
   std::vector<std::string> overrides;     // section.key=value
   std::string run_dir;                    // tokenizer + prepared data cache; empty: <train.run_dir>/bench
@@ -23,26 +23,13 @@ struct TrainBenchOptions {
   // The kernel policy's alternatives (model/kernel_policy.h kernel_alternatives()), set once before
   // the step is built: (entry, value) in the order the flags gave them; a switch's value is "".
   std::vector<std::pair<std::string, std::string>> kernel_choices;
-  std::string list_variants;              // "all" | "kernels": print the device script's rows, run nothing
+  std::string list_variants;              // "all" | "kernels": print the device script's rows (bench/variants.h), run nothing
   bool breakdown = false;                 // CUDA: synchronize between stages to time them
   std::string profile;                    // after measuring: a Kineto trace of profile_steps steps here
   int64_t profile_steps = 3;
 };
 
 // Prints the figures; throws roformer::Error for user mistakes.
-void run_train_benchmark(const TrainBenchOptions& options);
+void run_step_benchmark(const StepBenchOptions& options);
 
-// One row of the device script (scripts/gpu_check.sh): a name and the `roformer bench` arguments
-// ({batch2}, {batch4}: twice and four times the row's batch); `seq` set for the rows of its
-// `kernels` call, whose order is the order they run in.
-struct BenchVariant {
-  std::string name, args;
-  int64_t seq = 0;
-};
-// The rows of `set`: "all" (gpu_check.sh variants: each CUDA fast path against the reference, each
-// alternative of the kernel policy, the config's levers) or "kernels" (gpu_check.sh kernels: the
-// fused ops and the levers at two lengths, the most telling first). Generated from
-// model::kernel_alternatives() and the levers listed in bench.cpp.
-std::vector<BenchVariant> bench_variants(const std::string& set);
-
-}  // namespace roformer::train
+}  // namespace roformer::bench

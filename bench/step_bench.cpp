@@ -1,12 +1,13 @@
-// `roformer bench`: see bench.h. Every figure comes from whole steps of the TrainStep (train/step.h),
-// built with its device and batches and no run around it, under the kernel policy the flags set.
+// `roformer bench -c CONFIG`: see step_bench.h. Every figure comes from whole steps of the TrainStep
+// (train/step.h), built with its device and a batch source (the config's prepared data, or synthetic
+// batches) and no run around it, under the kernel policy the flags set.
 //
 // Timing: tokens/s and ms/step are wall clock over whole steps, data loading included. On the CPU
 // every step ends with its host sync, so per-step times and the stage breakdown are exact. On CUDA
 // the measured steps run without host sync (as in `roformer train` between logging steps) and one
 // synchronize closes the measurement: ms/step is then the mean only; --breakdown adds a
 // synchronize at every stage boundary (which itself costs a little) to time the stages.
-#include "train/bench.h"
+#include "bench/step_bench.h"
 
 #include <torch/torch.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -45,10 +46,12 @@
 #include "train/step.h"
 #include "train/synthetic.h"
 #include "train/training_data.h"
+#include "bench/variants.h"
 
-namespace roformer::train {
+namespace roformer::bench {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace roformer::train;  // the step bench measures train/'s step
 
 namespace {
 // What the bench measures: the training step with its device and batches, and no run around it.
@@ -122,8 +125,8 @@ struct Measurement {
 };
 
 // The bench's own flags; the config's are checked by validate_run_config.
-void check_bench_options(const TrainBenchOptions& o) {
-  if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`)");
+void check_bench_options(const StepBenchOptions& o) {
+  if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`, `roformer bench kernels`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
   for (const auto& [entry, value] : o.kernel_choices) {
@@ -140,14 +143,14 @@ void check_bench_options(const TrainBenchOptions& o) {
 }
 
 // The flags' alternatives as the process's kernel policy (checked by check_bench_options).
-model::KernelPolicy bench_kernel_policy(const TrainBenchOptions& o) {
+model::KernelPolicy bench_kernel_policy(const StepBenchOptions& o) {
   model::KernelPolicy policy;
   for (const auto& [entry, value] : o.kernel_choices) model::find_kernel_alternative(entry)->set(policy, value);
   return policy;
 }
 
 // The step for the config under the bench's kernel policy, its data (prepared or synthetic) ready.
-std::unique_ptr<BenchedStep> make_bench_step(const TrainBenchOptions& o) {
+std::unique_ptr<BenchedStep> make_bench_step(const StepBenchOptions& o) {
   auto bench = std::make_unique<BenchedStep>();
   config::Config& cfg = bench->cfg;
   cfg = load_run_config(o.config_path, o.overrides);  // validated
@@ -161,11 +164,10 @@ std::unique_ptr<BenchedStep> make_bench_step(const TrainBenchOptions& o) {
   if (o.synthetic) {
     bench->batches = std::make_unique<SyntheticBatches>(cfg, cuda);
   } else {  // prepared as `roformer train` prepares them, into the bench's own directory
-    Plan plan;
-    plan.cfg = cfg;
-    plan.config_origin = o.config_path;
-    plan.run_dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
-    bench->batches = std::make_unique<TrainingData>(plan, cuda, /*main_rank=*/true);
+    DataSetup setup;
+    setup.cfg = &cfg;
+    setup.dir = o.run_dir.empty() ? (fs::path(cfg.train.run_dir) / "bench").string() : o.run_dir;
+    bench->batches = std::make_unique<TrainingData>(setup, cuda, /*main_rank=*/true);
   }
   StepOptions step_options;
   step_options.sync_timings = o.breakdown;  // on CUDA (the CPU's stages end where they run)
@@ -174,7 +176,7 @@ std::unique_ptr<BenchedStep> make_bench_step(const TrainBenchOptions& o) {
 }
 
 // Warm-up steps, then the measured steps on the clock.
-Measurement measure_steps(BenchedStep& bench, const TrainBenchOptions& o) {
+Measurement measure_steps(BenchedStep& bench, const StepBenchOptions& o) {
   const bool cuda = bench.device().is_cuda();
   spdlog::info("bench: {} warm-up + {} measured steps on {} ({}{}, {} data)", o.warmup, o.steps,
                bench.device().str(), config::to_string(bench.cfg.train.precision),
@@ -225,7 +227,7 @@ Measurement measure_steps(BenchedStep& bench, const TrainBenchOptions& o) {
 
 // The attention kernel of the measured batches: q/k/v in the autocast dtype, padded only with
 // per-document packing of real data (the loader leaves full and synthetic batches unpadded).
-std::string attention_kernel_used(BenchedStep& bench, const TrainBenchOptions& o) {
+std::string attention_kernel_used(BenchedStep& bench, const StepBenchOptions& o) {
   const auto& c = bench.cfg;
   const auto qkv_dtype = c.train.precision == config::Precision::kBf16   ? torch::kBFloat16
                          : c.train.precision == config::Precision::kFp16 ? torch::kHalf
@@ -238,7 +240,7 @@ std::string attention_kernel_used(BenchedStep& bench, const TrainBenchOptions& o
 }
 
 // What was measured: device, precision, the step's variant and its shape.
-json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
+json settings_record(BenchedStep& bench, const StepBenchOptions& o) {
   const auto& c = bench.cfg;
   const bool cuda = bench.device().is_cuda();
   json rec = {{"device", bench.device().str()},
@@ -265,7 +267,7 @@ json settings_record(BenchedStep& bench, const TrainBenchOptions& o) {
 
 // The record of `--json` (and the figures of the table). Sets *peak_source to where the peak
 // TFLOP/s came from (empty when none is known).
-json build_record(BenchedStep& bench, const TrainBenchOptions& o, const Measurement& m, std::string* peak_source) {
+json build_record(BenchedStep& bench, const StepBenchOptions& o, const Measurement& m, std::string* peak_source) {
   const auto& c = bench.cfg;
   const bool cuda = bench.device().is_cuda();
   const int64_t sequences = c.train.batch_size * c.train.grad_accum;
@@ -316,7 +318,7 @@ json build_record(BenchedStep& bench, const TrainBenchOptions& o, const Measurem
 }
 
 // The human-readable report: a header and a markdown table of the record's figures.
-void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const std::string& peak_source) {
+void print_table(const json& rec, const StepBenchOptions& o, bool cuda, const std::string& peak_source) {
   const std::string device_name = rec["device_name"].get<std::string>();
   std::cout << fmt::format("roformer bench: {} | {} | {} data | rotary {} | {} head | AdamW {}{}\n",
                            device_name == "cpu" ? fmt::format("cpu ({} threads)", torch::get_num_threads()) : device_name,
@@ -358,124 +360,11 @@ void print_table(const json& rec, const TrainBenchOptions& o, bool cuda, const s
                  "at a small cost)\n";
 }
 
-// The config's levers the device script measures beside the kernel alternatives (name, arguments).
-const std::vector<BenchVariant> kStepLevers = {
-    {"all, eager (no CUDA graphs)", "--set train.cuda_graph=false"},
-    {"all, autocast (fp32 parameters)", "--set train.param_dtype=fp32"},
-    {"all, autocast, eager", "--set train.param_dtype=fp32 --set train.cuda_graph=false"},
-    {"all, 2x batch", "--set train.batch_size={batch2}"},
-    {"all, 4x batch", "--set train.batch_size={batch4}"},
-    {"position absolute (BERT's learned table; no rotary)", "--set model.position=absolute"},
-    {"position disentangled (DeBERTa c2p+p2c, 256 buckets)", "--set model.position=disentangled"},
-    {"position disentangled + enhanced mask decoder",
-     "--set model.position=disentangled --set model.enhanced_mask_decoder=true"}};
-// Config levers waiting for a device (issue 51: FP8), measured by the kernels call at 512 and 128
-// right after the kernel alternatives that wait for one.
-const std::vector<BenchVariant> kPendingLevers = {
-    {"FP8 linear layers (train.fp8 dynamic: _scaled_mm, per-tensor dynamic scaling)", "--set train.fp8=dynamic"}};
-// Issue 39's model levers (docs/recipe.md predicts their GPU savings from the profile); the last is all three.
-const std::vector<BenchVariant> kModelLevers = {
-    {"no biases (model.bias false)", "--set model.bias=false"},
-    {"tanh GELU", "--set model.hidden_act=gelu_tanh"},
-    {"no dropout", "--set model.hidden_dropout=0 --set model.attention_dropout=0"},
-    {"no biases, tanh GELU, no dropout",
-     "--set model.bias=false --set model.hidden_act=gelu_tanh --set model.hidden_dropout=0 --set "
-     "model.attention_dropout=0"}};
-
-std::string joined(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() || p.empty() ? "" : separator) + p;
-  return out;
-}
-
-// The CUDA fast paths on by default: the reference (all off), each alone, the default (all on).
-std::vector<BenchVariant> fast_path_variants() {
-  std::vector<const model::KernelAlternative*> fast;
-  for (const auto& row : model::kernel_alternatives())
-    if (*row.fast_path) fast.push_back(&row);
-  auto reference_args = [&](const model::KernelAlternative* except) {
-    std::vector<std::string> args;
-    for (const auto* row : fast)
-      if (row != except) args.push_back(row->reference_args);
-    return joined(args, " ");
-  };
-  std::vector<std::string> references, fast_paths;
-  for (const auto* row : fast) references.push_back(row->reference), fast_paths.push_back(row->fast_path);
-  std::vector<BenchVariant> out = {{"reference (" + joined(references, ", ") + ")", reference_args(nullptr)}};
-  for (const auto* row : fast) out.push_back({std::string(row->fast_path) + " only", reference_args(row)});
-  out.push_back({"default (" + joined(fast_paths, ", ") + "; bf16 parameters + fp32 masters, CUDA graphs)", ""});
-  return out;
-}
-
-// The alternatives off by default that have a row: those of no group, or each of a group's and then
-// the group together (--GROUP-all).
-std::vector<BenchVariant> alternative_variants(bool grouped) {
-  std::vector<BenchVariant> out;
-  for (const auto& row : model::kernel_alternatives())
-    if (*row.variant && (*row.group != '\0') == grouped)
-      out.push_back({row.variant, *row.variant_args ? row.variant_args : row.flag});
-  if (grouped)
-    for (const auto& group : model::kernel_alternative_groups())
-      out.push_back({"all + every " + group + " op", "--" + group + "-all"});
-  return out;
-}
-
-// The alternatives waiting for a device (KernelAlternative::device_pending): a switch's row, an
-// option's rows for each choice but its default.
-std::vector<BenchVariant> pending_variants() {
-  std::vector<BenchVariant> out;
-  for (const auto& row : model::kernel_alternatives()) {
-    if (!row.device_pending) continue;
-    if (row.choices.empty()) out.push_back({row.variant, *row.variant_args ? row.variant_args : row.flag});
-    for (size_t i = 1; i < row.choices.size(); ++i)
-      out.push_back({std::string(row.entry) + " " + row.choices[i], std::string(row.flag) + " " + row.choices[i]});
-  }
-  return out;
-}
-
-// gpu_check.sh kernels: the default and every group together at both lengths first, then what waits
-// for a device (issue 51: the kernel alternatives, then the FP8 lever) at 512 with the tanh GELU lever beside it (the GEMM
-// epilogues' reference) and at 128, the model levers together, each grouped alternative at both
-// lengths, and each other lever alone.
-std::vector<BenchVariant> kernels_call_variants() {
-  std::vector<BenchVariant> out;
-  for (const int64_t seq : {512, 128}) {
-    out.push_back({"default", "", seq});
-    for (const auto& group : model::kernel_alternative_groups()) out.push_back({"all " + group, "--" + group + "-all", seq});
-  }
-  auto pending = pending_variants();
-  pending.insert(pending.end(), kPendingLevers.begin(), kPendingLevers.end());
-  const BenchVariant tanh_gelu = *std::find_if(kModelLevers.begin(), kModelLevers.end(), [](const BenchVariant& v) {
-    return v.args == "--set model.hidden_act=gelu_tanh";
-  });
-  for (const auto& v : pending) out.push_back({v.name, v.args, 512});
-  if (!pending.empty()) out.push_back({tanh_gelu.name, tanh_gelu.args, 512});
-  for (const auto& v : pending) out.push_back({v.name, v.args, 128});
-  out.push_back({kModelLevers.back().name, kModelLevers.back().args, 512});
-  for (const int64_t seq : {512, 128})
-    for (const auto& row : model::kernel_alternatives())
-      if (*row.group) out.push_back({row.variant, row.flag, seq});
-  for (size_t i = 0; i + 1 < kModelLevers.size(); ++i)
-    if (pending.empty() || kModelLevers[i].name != tanh_gelu.name)
-      out.push_back({kModelLevers[i].name, kModelLevers[i].args, 512});
-  return out;
-}
-
 }  // namespace
 
-std::vector<BenchVariant> bench_variants(const std::string& set) {
-  if (set == "kernels") return kernels_call_variants();
-  if (set != "all") throw Error(fmt::format("--list-variants takes all or kernels, got '{}'", set));
-  std::vector<BenchVariant> out = fast_path_variants();
-  for (const auto& part : {alternative_variants(false), kStepLevers, kPendingLevers, alternative_variants(true), kModelLevers})
-    out.insert(out.end(), part.begin(), part.end());
-  return out;
-}
-
-void run_train_benchmark(const TrainBenchOptions& o) {
+void run_step_benchmark(const StepBenchOptions& o) {
   if (!o.list_variants.empty()) {  // the device script's rows: name|arguments (kernels: seq|name|arguments)
-    for (const auto& v : bench_variants(o.list_variants))
-      std::cout << (v.seq ? std::to_string(v.seq) + "|" : "") << v.name << "|" << v.args << "\n";
+    std::cout << variant_lines(o.list_variants);
     return;
   }
   check_bench_options(o);
@@ -491,4 +380,4 @@ void run_train_benchmark(const TrainBenchOptions& o) {
     print_table(rec, o, bench->device().is_cuda(), peak_source);
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::bench

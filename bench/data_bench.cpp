@@ -1,6 +1,6 @@
-// Data benchmark: encode the input with 1..N threads, then serve masked batches with num_workers=0
+// `roformer bench data` (see data_bench.h): encode the input with 1..N threads, then serve masked batches with num_workers=0
 // (one core, synchronous) and with background workers.
-#include "data/bench.h"
+#include "bench/data_bench.h"
 
 #include <spdlog/spdlog.h>
 
@@ -16,7 +16,9 @@
 #include "data/loader.h"
 #include "data/sentencepiece_tokenizer.h"
 
-namespace roformer::data {
+namespace roformer::bench {
+
+using namespace roformer::data;  // the data bench measures data/
 
 namespace fs = std::filesystem;
 
@@ -107,4 +109,4 @@ std::string run_data_benchmark(const DataBenchOptions& options) {
   return table.str();
 }
 
-}  // namespace roformer::data
+}  // namespace roformer::bench
