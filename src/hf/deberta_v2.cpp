@@ -18,12 +18,6 @@ namespace roformer::hf {
 
 namespace {
 
-// The MLM head of DebertaV2ForMaskedLM with legacy false, (ours, theirs).
-constexpr std::pair<const char*, const char*> kNonLegacyHead[] = {
-    {"cls.predictions.transform.dense.", "lm_predictions.lm_head.dense."},
-    {"cls.predictions.transform.LayerNorm.", "lm_predictions.lm_head.LayerNorm."},
-    {"cls.predictions.bias", "lm_predictions.lm_head.bias"}};
-
 class DebertaV2 final : public Family {
  public:
   const char* model_type() const override { return "deberta-v2"; }
@@ -106,12 +100,6 @@ class DebertaV2 final : public Family {
   }
   // A head saved with legacy false (lm_predictions.lm_head) is the same head as the legacy one
   // (cls.predictions), which an export writes.
-  std::string from_hf_name(const std::string& theirs) const override {
-    for (const auto& [ours, non_legacy] : kNonLegacyHead)
-      if (starts_with(theirs, non_legacy)) return ours + theirs.substr(std::string(non_legacy).size());
-    return Family::from_hf_name(theirs);
-  }
-
  protected:
   const char* prefix() const override { return "deberta."; }
   // DisentangledSelfAttention calls the projections query_proj, key_proj, value_proj.
@@ -119,6 +107,13 @@ class DebertaV2 final : public Family {
     return {{".attention.self.query.", ".attention.self.query_proj."},
             {".attention.self.key.", ".attention.self.key_proj."},
             {".attention.self.value.", ".attention.self.value_proj."}};
+  }
+  // The MLM head of DebertaV2ForMaskedLM with legacy: false, read as the legacy one we write (BERT's
+  // cls.predictions.*, which passes unchanged).
+  std::vector<NamePrefix> outer_names() const override {
+    return {{"cls.predictions.transform.dense.", "lm_predictions.lm_head.dense.", true},
+            {"cls.predictions.transform.LayerNorm.", "lm_predictions.lm_head.LayerNorm.", true},
+            {"cls.predictions.bias", "lm_predictions.lm_head.bias", true}};
   }
 
  private:

@@ -50,7 +50,17 @@ const std::vector<const Family*>& families() {
   return all;
 }
 
+std::string Family::outer_mapped(const std::string& name, bool to_theirs) const {
+  for (const auto& p : outer_names()) {
+    if (to_theirs && p.read_only) continue;
+    const std::string& from = to_theirs ? p.ours : p.theirs;
+    if (starts_with(name, from)) return (to_theirs ? p.theirs : p.ours) + name.substr(from.size());
+  }
+  return "";
+}
+
 std::string Family::to_hf_name(const std::string& ours) const {
+  if (std::string outer = outer_mapped(ours, true); !outer.empty()) return outer;
   if (!starts_with(ours, kOurPrefix)) return ours;
   std::string out = prefix() + ours.substr(std::string(kOurPrefix).size());
   for (const auto& [our_part, their_part] : renamed_parts()) out = replaced(out, our_part, their_part);
@@ -58,6 +68,7 @@ std::string Family::to_hf_name(const std::string& ours) const {
 }
 
 std::string Family::from_hf_name(const std::string& theirs) const {
+  if (std::string outer = outer_mapped(theirs, false); !outer.empty()) return outer;
   if (!starts_with(theirs, prefix())) return theirs;
   std::string out = kOurPrefix + theirs.substr(std::string(prefix()).size());
   for (const auto& [our_part, their_part] : renamed_parts()) out = replaced(out, their_part, our_part);

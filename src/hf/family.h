@@ -94,15 +94,27 @@ class Family {
   virtual std::map<std::string, torch::Tensor> from_hf(std::map<std::string, torch::Tensor> theirs,
                                                        const config::ModelConfig& m) const;
 
-  // One of our parameter names (Hugging Face RoFormer's) as the family spells it, and back. Names
-  // outside the renamed parts (the MLM head, the parts named as the family names them) pass unchanged.
+  // One of our parameter names (Hugging Face RoFormer's) as the family spells it, and back: an
+  // outer name (outer_names) as listed, an encoder name with the family's prefix and renamed parts.
+  // Other names (the parts named as the family names them) pass unchanged.
   virtual std::string to_hf_name(const std::string& ours) const;
   virtual std::string from_hf_name(const std::string& theirs) const;
 
  protected:
   virtual const char* prefix() const { return "roformer."; }  // of the encoder's names: "bert.", "deberta."
-  // Parts of a name the family spells otherwise: (ours, theirs), each replaced once, in order.
+  // Parts of an encoder name the family spells otherwise: (ours, theirs), each replaced once, in order.
   virtual std::vector<std::pair<std::string, std::string>> renamed_parts() const { return {}; }
+  // Whole-name prefixes the family spells otherwise, outside the encoder's prefix (the MLM head:
+  // BERT's cls.predictions.* is RoBERTa's lm_head.*): the first that matches is replaced. A
+  // read-only one maps theirs to ours only: a second spelling the family's checkpoints may carry
+  // (DeBERTa's legacy: false head), never written.
+  struct NamePrefix {
+    std::string ours, theirs;
+    bool read_only = false;
+  };
+  virtual std::vector<NamePrefix> outer_names() const { return {}; }
+  // `name` (ours when to_theirs, else theirs) with its outer prefix mapped; empty when none matches.
+  std::string outer_mapped(const std::string& name, bool to_theirs) const;
 };
 
 const Family& roformer_family();    // hf/roformer.cpp

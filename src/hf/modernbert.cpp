@@ -32,19 +32,6 @@ constexpr const char* kTheirLayers = "model.layers.";
 constexpr const char* kSliding = "sliding_attention";
 constexpr const char* kFull = "full_attention";
 
-// Whole-name prefixes outside the layers, (ours, theirs).
-const std::vector<std::pair<std::string, std::string>>& outer_names() {
-  static const std::vector<std::pair<std::string, std::string>> names = {
-      {"roformer.embeddings.word_embeddings.", "model.embeddings.tok_embeddings."},
-      {"roformer.embeddings.LayerNorm.", "model.embeddings.norm."},
-      {"roformer.encoder.final_layer_norm.", "model.final_norm."},
-      {"cls.predictions.transform.dense.", "head.dense."},
-      {"cls.predictions.transform.LayerNorm.", "head.norm."},
-      {"cls.predictions.decoder.weight", "decoder.weight"},  // tied to the word embedding
-      {"cls.predictions.bias", "decoder.bias"}};
-  return names;
-}
-
 // Prefixes inside a layer, after "L.", (ours, theirs). q, k and v are one Wqkv (to_hf, from_hf).
 const std::vector<std::pair<std::string, std::string>>& layer_names() {
   static const std::vector<std::pair<std::string, std::string>> names = {
@@ -55,17 +42,15 @@ const std::vector<std::pair<std::string, std::string>>& layer_names() {
   return names;
 }
 
-// `name` with the first matching prefix of `names` mapped (ours -> theirs when to_theirs), layers
-// included; unchanged when none matches.
-std::string mapped(const std::string& name, bool to_theirs) {
+// A layer's name with its prefix inside the layer mapped (ours -> theirs when to_theirs); unchanged
+// when none matches (the names outside the layers are the family's outer_names).
+std::string layer_mapped(const std::string& name, bool to_theirs) {
   auto side = [&](const std::pair<std::string, std::string>& p) -> const std::string& {
     return to_theirs ? p.first : p.second;
   };
   auto other = [&](const std::pair<std::string, std::string>& p) -> const std::string& {
     return to_theirs ? p.second : p.first;
   };
-  for (const auto& p : outer_names())
-    if (starts_with(name, side(p))) return other(p) + name.substr(side(p).size());
   const std::string layers = to_theirs ? kOurLayers : kTheirLayers;
   if (!starts_with(name, layers)) return name;
   const auto dot = name.find('.', layers.size());
@@ -219,13 +204,13 @@ class ModernBert final : public Family {
       const auto query = name.find(".attention.self.query.");
       if (query != std::string::npos) {  // [W_q; W_k; W_v], q and k rows in the rotate-half layout
         const std::string head = name.substr(0, query) + ".attention.self.", tail = name.substr(query + 22);
-        out.emplace_back(mapped(name, true),
+        out.emplace_back(to_hf_name(name),
                          torch::cat({to_rotate_half(t, m.num_heads), to_rotate_half(by_name.at(head + "key." + tail), m.num_heads),
                                      by_name.at(head + "value." + tail)}));
         continue;
       }
       if (name.find(".attention.self.") != std::string::npos) continue;  // key and value: in Wqkv
-      out.emplace_back(mapped(name, true), t);
+      out.emplace_back(to_hf_name(name), t);
     }
     return out;
   }
@@ -235,7 +220,7 @@ class ModernBert final : public Family {
     std::map<std::string, torch::Tensor> out;
     for (auto& [name, t] : theirs) {
       const auto at = name.find(".attn.Wqkv.");
-      const std::string ours = mapped(name, false);
+      const std::string ours = from_hf_name(name);
       if (at == std::string::npos || !starts_with(name, kTheirLayers) || t.dim() == 0 || t.size(0) != 3 * m.hidden_size) {
         out.emplace(ours, std::move(t));  // a Wqkv of another shape is reported as the query's mismatch
         continue;
@@ -249,8 +234,26 @@ class ModernBert final : public Family {
     return out;
   }
 
-  std::string to_hf_name(const std::string& ours) const override { return mapped(ours, true); }
-  std::string from_hf_name(const std::string& theirs) const override { return mapped(theirs, false); }
+  // The names outside the layers as listed (outer_names), those inside as layer_names() maps them.
+  std::string to_hf_name(const std::string& ours) const override {
+    const std::string outer = outer_mapped(ours, true);
+    return outer.empty() ? layer_mapped(ours, true) : outer;
+  }
+  std::string from_hf_name(const std::string& theirs) const override {
+    const std::string outer = outer_mapped(theirs, false);
+    return outer.empty() ? layer_mapped(theirs, false) : outer;
+  }
+
+ protected:
+  std::vector<NamePrefix> outer_names() const override {
+    return {{"roformer.embeddings.word_embeddings.", "model.embeddings.tok_embeddings."},
+            {"roformer.embeddings.LayerNorm.", "model.embeddings.norm."},
+            {"roformer.encoder.final_layer_norm.", "model.final_norm."},
+            {"cls.predictions.transform.dense.", "head.dense."},
+            {"cls.predictions.transform.LayerNorm.", "head.norm."},
+            {"cls.predictions.decoder.weight", "decoder.weight"},  // tied to the word embedding
+            {"cls.predictions.bias", "decoder.bias"}};
+  }
 
  private:
   // Which layers attend locally and with which rotary bases: layer_types (transformers 5) or

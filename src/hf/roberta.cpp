@@ -29,16 +29,6 @@ constexpr int64_t kFirstRow = kPadId + 1;    // the row of position 0
 constexpr const char* kOurTable = "roformer.embeddings.position_embeddings.weight";
 constexpr const char* kTheirTable = "roberta.embeddings.position_embeddings.weight";
 
-// The MLM head's names, (ours, theirs): whole names or prefixes.
-const std::vector<std::pair<std::string, std::string>>& head_names() {
-  static const std::vector<std::pair<std::string, std::string>> names = {
-      {"cls.predictions.transform.dense.", "lm_head.dense."},
-      {"cls.predictions.transform.LayerNorm.", "lm_head.layer_norm."},
-      {"cls.predictions.decoder.", "lm_head.decoder."},
-      {"cls.predictions.bias", "lm_head.bias"}};
-  return names;
-}
-
 class Roberta final : public Family {
  public:
   const char* model_type() const override { return "roberta"; }
@@ -122,19 +112,15 @@ class Roberta final : public Family {
     return out;
   }
 
-  std::string to_hf_name(const std::string& ours) const override {
-    for (const auto& [our_part, their_part] : head_names())
-      if (starts_with(ours, our_part)) return their_part + ours.substr(our_part.size());
-    return Family::to_hf_name(ours);
-  }
-  std::string from_hf_name(const std::string& theirs) const override {
-    for (const auto& [our_part, their_part] : head_names())
-      if (starts_with(theirs, their_part)) return our_part + theirs.substr(their_part.size());
-    return Family::from_hf_name(theirs);
-  }
-
  protected:
   const char* prefix() const override { return "roberta."; }
+  // The MLM head: RobertaLMHead's names.
+  std::vector<NamePrefix> outer_names() const override {
+    return {{"cls.predictions.transform.dense.", "lm_head.dense."},
+            {"cls.predictions.transform.LayerNorm.", "lm_head.layer_norm."},
+            {"cls.predictions.decoder.", "lm_head.decoder."},
+            {"cls.predictions.bias", "lm_head.bias"}};
+  }
 };
 
 }  // namespace

@@ -9,14 +9,15 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "model/kernel_policy.h"
+#include "model/tensor_names.h"
 
 namespace roformer::model {
 
 namespace {
-constexpr const char* kDecoderWeight = "cls.predictions.decoder.weight";
-constexpr const char* kDecoderBias = "cls.predictions.decoder.bias";
-constexpr const char* kWordEmbeddings = "roformer.embeddings.word_embeddings.weight";
-constexpr const char* kHeadBias = "cls.predictions.bias";
+using names::kDecoderBias;
+using names::kDecoderWeight;
+using names::kHeadBias;
+using names::kWordEmbeddings;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -17,6 +17,7 @@
 #include "core/utf8.h"
 #include "checkpoint/loader.h"
 #include "hf/family.h"
+#include "model/tensor_names.h"
 #include "tools/hf_tokenizer.h"
 #include "checkpoint/store.h"
 #include "metrics/jsonl.h"
@@ -159,12 +160,12 @@ std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(const model::RoFor
                                         : model.hf_named_parameters();
   if (model.options().model().type_vocab_size == 0 && family.token_types_always()) {
     // No token types: the family always has the table, so write one all-zero row (adds nothing).
-    tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight",
+    tensors.emplace_back(model::names::kTokenTypeEmbeddings,
                          torch::zeros({1, model.options().embedding_size()}));
   }
   hf::NamedTensors unique;
   for (auto& [name, t] : tensors) {
-    if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
+    if (name == model::names::kDecoderWeight || name == model::names::kDecoderBias) continue;  // tied aliases
     unique.emplace_back(name, t.detach());
   }
   auto out = family.to_hf(unique, model.options().model());

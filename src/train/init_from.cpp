@@ -21,6 +21,7 @@
 #include "model/init_change.h"
 #include "model/position.h"
 #include "model/roformer.h"
+#include "model/tensor_names.h"
 #include "checkpoint/store.h"
 #include "checkpoint/files.h"
 #include "checkpoint/run_layout.h"
@@ -34,7 +35,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kExportKind = "Hugging Face export";
-constexpr const char* kTokenTypes = "roformer.embeddings.token_type_embeddings.weight";
+constexpr const char* kTokenTypes = model::names::kTokenTypeEmbeddings;
 constexpr std::string_view kPositionTable = "embeddings.position_embeddings.weight";  // absolute.cpp's table
 constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kShardIndexFile = "model.safetensors.index.json";  // sharded weights: name -> shard
@@ -353,11 +354,11 @@ void drop_unused_parts(const InitSource& source, std::map<std::string, torch::Te
 void drop_padded_rows(const InitSource& source, const model::RoFormerForMaskedLMImpl& model,
                       std::map<std::string, torch::Tensor>& tensors) {
   const int64_t ids = model.options().model().vocab_size;
-  const auto words = tensors.find("roformer.embeddings.word_embeddings.weight");
+  namespace names = model::names;
+  const auto words = tensors.find(names::kWordEmbeddings);
   if (words == tensors.end() || words->second.dim() != 2 || words->second.size(0) <= ids) return;
   const int64_t rows = words->second.size(0);
-  for (const char* name : {"roformer.embeddings.word_embeddings.weight", "cls.predictions.bias",
-                           "cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}) {
+  for (const char* name : {names::kWordEmbeddings, names::kHeadBias, names::kDecoderWeight, names::kDecoderBias}) {
     auto it = tensors.find(name);
     if (it != tensors.end() && it->second.dim() >= 1 && it->second.size(0) == rows)
       it->second = it->second.narrow(0, 0, ids).contiguous();
@@ -372,12 +373,13 @@ void drop_padded_rows(const InitSource& source, const model::RoFormerForMaskedLM
 // A head that is there in part is loaded as it is, and reported missing.
 void start_missing_head(const InitSource& source, const model::RoFormerForMaskedLMImpl& model,
                         std::map<std::string, torch::Tensor>& tensors) {
-  constexpr std::string_view kHead = "cls.predictions.";
+  using model::names::kDecoder;
+  using model::names::kHead;
   for (const auto& [name, t] : tensors)
     if (name.rfind(kHead, 0) == 0) return;
   std::vector<std::string> started;
   for (const auto& [name, t] : model.hf_named_parameters())
-    if (name.rfind(kHead, 0) == 0 && name.rfind("cls.predictions.decoder.", 0) != 0) {  // the decoder: tied aliases
+    if (name.rfind(kHead, 0) == 0 && name.rfind(kDecoder, 0) != 0) {  // the decoder: tied aliases
       tensors.emplace(name, t.detach().clone());
       started.push_back(name);
     }
