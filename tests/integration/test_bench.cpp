@@ -308,6 +308,15 @@ TEST_F(BenchTest, TheMeasurementFrontHasItsThreeModes) {
   r = run_roformer("bench data --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--threads-list"), std::string::npos) << r.output;
+  // Its thread counts are checked before anything is read: whole numbers of at least 1.
+  for (const auto& [list, message] : std::vector<std::pair<std::string, std::string>>{
+           {"1x", "--threads-list must be comma-separated integers, got 1x"},
+           {"2,,4", "--threads-list must be comma-separated integers, got 2,,4"},
+           {"1,0", "--threads-list entries must be at least 1"}}) {
+    r = run_roformer("bench data --input " + tmp_.str("train.txt") + " --threads-list " + list);
+    EXPECT_EQ(r.exit_code, 1) << list << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << list << "\n" << r.output;
+  }
 }
 
 // `bench kernels` without a GPU (or with --dry-run): each fused op's bytes and their floor at
