@@ -303,8 +303,12 @@ TEST_F(BenchTest, BadOptionsSayWhatToChange) {
 TEST_F(BenchTest, TheMeasurementFrontHasItsThreeModes) {
   auto r = run_roformer("bench --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const char* mode : {"`bench -c CONFIG` times training steps", "data", "kernels"})
+  for (const char* mode : {"`bench -c CONFIG` times training steps", "`bench data` the data pipeline",
+                           "`bench kernels` the fused kernels against their ATen paths"})
     EXPECT_NE(r.output.find(mode), std::string::npos) << mode << "\n" << r.output;
+  r = run_roformer("bench kernels --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--bandwidth"), std::string::npos) << r.output;
   r = run_roformer("bench data --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--threads-list"), std::string::npos) << r.output;
