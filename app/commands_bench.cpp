@@ -96,7 +96,8 @@ void register_bench_commands(CLI::App& app) {
   auto o = std::make_shared<bench::StepBenchOptions>();
   auto* group = app.add_subcommand(
       "bench", "Benchmarks that print figures: `bench -c CONFIG` times training steps (tokens/s, MFU), `bench data` "
-                 "the data pipeline (prepare and loader tokens/s), `bench kernels` the fused kernels against their ATen paths");
+               "the data pipeline (prepare and loader tokens/s), `bench kernels` the fused kernels against their "
+               "ATen paths");
   group->require_subcommand(0, 1);
   group->add_option("-c,--config", o->config_path, "YAML config to benchmark (the same step as `roformer train`)");
   group->add_option("--set", o->overrides, "Override a config key: section.key=value (repeatable)");

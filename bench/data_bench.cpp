@@ -1,5 +1,5 @@
-// `roformer bench data` (see data_bench.h): encode the input with 1..N threads, then serve masked batches with num_workers=0
-// (one core, synchronous) and with background workers.
+// `roformer bench data` (see data_bench.h): encode the input with 1..N threads, then serve masked
+// batches with num_workers=0 (one core, synchronous) and with background workers.
 #include "bench/data_bench.h"
 
 #include <spdlog/spdlog.h>

@@ -126,7 +126,8 @@ struct Measurement {
 
 // The bench's own flags; the config's are checked by validate_run_config.
 void check_bench_options(const StepBenchOptions& o) {
-  if (o.config_path.empty()) throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`, `roformer bench kernels`)");
+  if (o.config_path.empty())
+    throw Error("roformer bench needs a config: -c configs/tiny.yaml (or `roformer bench data`, `roformer bench kernels`)");
   if (o.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw Error(fmt::format("--warmup must be at least 0, got {}", o.warmup));
   for (const auto& [entry, value] : o.kernel_choices) {

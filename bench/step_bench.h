@@ -23,7 +23,7 @@ struct StepBenchOptions {
   // The kernel policy's alternatives (model/kernel_policy.h kernel_alternatives()), set once before
   // the step is built: (entry, value) in the order the flags gave them; a switch's value is "".
   std::vector<std::pair<std::string, std::string>> kernel_choices;
-  std::string list_variants;              // "all" | "kernels": print the device script's rows (bench/variants.h), run nothing
+  std::string list_variants;              // "all" | "kernels": print the device script's rows (variants.h), run nothing
   bool breakdown = false;                 // CUDA: synchronize between stages to time them
   std::string profile;                    // after measuring: a Kineto trace of profile_steps steps here
   int64_t profile_steps = 3;

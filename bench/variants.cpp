@@ -128,7 +128,8 @@ std::vector<BenchVariant> bench_variants(const std::string& set) {
 
 std::string variant_lines(const std::string& set) {
   std::string out;
-  for (const auto& v : bench_variants(set)) out += (v.seq ? std::to_string(v.seq) + "|" : "") + v.name + "|" + v.args + "\n";
+  for (const auto& v : bench_variants(set))
+    out += (v.seq ? std::to_string(v.seq) + "|" : "") + v.name + "|" + v.args + "\n";
   return out;
 }
 

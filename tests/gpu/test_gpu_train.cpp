@@ -110,7 +110,7 @@ TEST_F(GpuTrain, MixedPrecisionRunsLearnAndFp16RecoversFromAnOverflow) {
     } else {
       EXPECT_FALSE(m[60].contains("loss_scale"));
     }
-    if (m[60].contains("mfu")) {  // on a GPU whose peak is known (train/bench.h)
+    if (m[60].contains("mfu")) {  // on a GPU whose peak is known (core/device.h)
       EXPECT_GT(m[60]["mfu"].get<double>(), 0.0);
       EXPECT_LT(m[60]["mfu"].get<double>(), 1.0);
     }
