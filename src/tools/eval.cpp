@@ -27,6 +27,11 @@
 namespace roformer::tools {
 namespace fs = std::filesystem;
 
+SequenceBound sequence_bound(const model::PositionScheme& positions) {
+  if (const auto longest = positions.max_length()) return {*longest, true};
+  return {};
+}
+
 namespace {
 
 // Raw text is encoded with the checkpoint's tokenizer into a temporary prepared directory. The
@@ -56,20 +61,18 @@ class TempPrepared {
   core::ScratchDir scratch_;  // removed on every exit path, Ctrl-C and SIGTERM included
 };
 
-// --seq-len: a learned absolute table (BERT's, DeBERTa-v1's input table, the enhanced mask decoder's)
-// has model.max_position_embeddings rows; rotary extends its table by the formula, relative buckets
-// cover any distance (the longest share the outermost bucket), and without positions any length runs
-// (model::PositionScheme::max_length).
+// --seq-len: at least [CLS], a token and [SEP], at most the model's sequence_bound.
 int64_t checked_seq_len(int64_t seq_len, const model::PositionScheme& positions) {
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
-  if (seq_len > kMaxSequenceTokens)
-    throw Error(fmt::format("--seq-len {} is beyond what attention over one sequence can hold (its scores grow with the "
-                            "square of the length); evaluate at {} tokens or fewer", seq_len, kMaxSequenceTokens));
-  if (const auto longest = positions.max_length(); longest && seq_len > *longest)
+  const SequenceBound bound = sequence_bound(positions);
+  if (seq_len > bound.tokens && bound.table)
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
-                            seq_len, *longest, *longest));
+                            seq_len, bound.tokens, bound.tokens));
+  if (seq_len > bound.tokens)
+    throw Error(fmt::format("--seq-len {} is beyond what attention over one sequence can hold (its scores grow with the "
+                            "square of the length); evaluate at {} tokens or fewer", seq_len, bound.tokens));
   return seq_len;
 }
 

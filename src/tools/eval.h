@@ -6,12 +6,26 @@
 #include <string>
 #include <vector>
 
+namespace roformer::model {
+class PositionScheme;
+}
+
 namespace roformer::tools {
 
 // The most tokens of one sequence eval and fill-mask take where the position scheme sets no bound
 // (rotary, relative buckets, none): attention's scores grow with the square of the length (2^20
 // tokens need 4 TiB of fp32 scores per head).
 inline constexpr int64_t kMaxSequenceTokens = int64_t{1} << 20;
+
+// The longest sequence eval and fill-mask take from a model: a learned absolute table's rows
+// (model::PositionScheme::max_length: BERT's, DeBERTa-v1's input table, the enhanced mask decoder's),
+// else kMaxSequenceTokens (rotary extends its table by the formula, relative buckets cover any
+// distance, and without positions any length runs).
+struct SequenceBound {
+  int64_t tokens = kMaxSequenceTokens;
+  bool table = false;  // the model's position table sets it (model.max_position_embeddings)
+};
+SequenceBound sequence_bound(const model::PositionScheme& positions);
 
 struct EvalRequest {
   std::string checkpoint;          // checkpoint or run directory

@@ -79,18 +79,17 @@ struct Masking {
   const bool found_by_tokenizer;
 };
 
-// The longest text the model takes: a learned absolute table's rows (model::PositionScheme::max_length,
-// as eval's --seq-len), else what attention over one sequence can hold (its scores grow with the
-// square of the length), as eval's bound.
+// The longest text the model takes (eval's bound, tools/eval.h sequence_bound) and why, for the message.
 struct LengthLimit {
   int64_t tokens;
   std::string why;
 };
 
 LengthLimit length_limit(const model::PositionScheme& positions) {
-  if (const auto longest = positions.max_length())
-    return {*longest, "model.max_position_embeddings: its learned absolute position table has no rows beyond"};
-  return {kMaxSequenceTokens, "attention's scores grow with the square of the length"};
+  const SequenceBound bound = sequence_bound(positions);
+  return {bound.tokens, bound.table ? "model.max_position_embeddings: its learned absolute position table has no rows "
+                                      "beyond"
+                                    : "attention's scores grow with the square of the length"};
 }
 
 // Why a text cannot be filled, or "" when it can: no mask in it, or (ids: its encoding) longer
