@@ -10,7 +10,7 @@ namespace roformer::bench {
 
 struct DataBenchOptions {
   std::string input;                      // any input prepare reads (file, folder, pattern)
-  std::string tokenizer;                  // .model; empty: train a vocab-8000 unigram one on input
+  std::string tokenizer;                  // .model, tokenizer.json or a folder; empty: train a vocab-8000 one
   int64_t seq_len = 512;
   int64_t batch_size = 32;
   std::vector<int64_t> threads_list = {1, 2};  // prepare threads, and loader workers for the 2nd run

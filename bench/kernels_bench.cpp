@@ -187,7 +187,8 @@ void run_kernels_benchmark(const KernelsBenchOptions& a) {
   std::printf("step floor of these ops: %.2f ms per 16384-token step (docs/benchmarks.md: 23 ms of memory-bound kernels today)\n",
               step_floor);
   std::fflush(stdout);
-  if (!a.json.empty()) core::write_file_checked(a.json, records.dump(1) + "\n");
+  // An earlier file of that name is replaced only once the new one is whole.
+  if (!a.json.empty()) core::write_file_atomic(a.json, records.dump(1) + "\n");
 }
 
 }  // namespace roformer::bench

@@ -66,14 +66,13 @@ int64_t checked_seq_len(int64_t seq_len, const model::PositionScheme& positions)
   if (seq_len < 3) throw Error(fmt::format("--seq-len {} is too short: a sequence holds [CLS], text and [SEP]; give 3 "
                                            "or more", seq_len));
   const SequenceBound bound = sequence_bound(positions);
-  if (seq_len > bound.tokens && bound.table)
+  if (seq_len <= bound.tokens) return seq_len;
+  if (bound.table)
     throw Error(fmt::format("--seq-len {} exceeds model.max_position_embeddings {} of this checkpoint (its learned "
                             "absolute position table has no rows beyond); evaluate at {} or fewer tokens",
                             seq_len, bound.tokens, bound.tokens));
-  if (seq_len > bound.tokens)
-    throw Error(fmt::format("--seq-len {} is beyond what attention over one sequence can hold (its scores grow with the "
-                            "square of the length); evaluate at {} tokens or fewer", seq_len, bound.tokens));
-  return seq_len;
+  throw Error(fmt::format("--seq-len {} is beyond what attention over one sequence can hold (its scores grow with the "
+                          "square of the length); evaluate at {} tokens or fewer", seq_len, bound.tokens));
 }
 
 // The run's data.valid_files are read as the run wrote them into its config: a relative path is relative

@@ -79,28 +79,18 @@ struct Masking {
   const bool found_by_tokenizer;
 };
 
-// The longest text the model takes (eval's bound, tools/eval.h sequence_bound) and why, for the message.
-struct LengthLimit {
-  int64_t tokens;
-  std::string why;
-};
-
-LengthLimit length_limit(const model::PositionScheme& positions) {
-  const SequenceBound bound = sequence_bound(positions);
-  return {bound.tokens, bound.table ? "model.max_position_embeddings: its learned absolute position table has no rows "
-                                      "beyond"
-                                    : "attention's scores grow with the square of the length"};
-}
-
 // Why a text cannot be filled, or "" when it can: no mask in it, or (ids: its encoding) longer
 // than the model takes.
-std::string text_problem(const Masking& masking, const std::vector<int64_t>& ids, const LengthLimit& limit) {
+std::string text_problem(const Masking& masking, const std::vector<int64_t>& ids, const SequenceBound& limit) {
   if (std::find(ids.begin(), ids.end(), masking.mask) == ids.end())
     return fmt::format("it has no {} to fill; write {} where a word is to be predicted", masking.text, masking.text);
   const auto length = ids.size();
   if (static_cast<int64_t>(length) > limit.tokens)
     return fmt::format("it is {} tokens long with its special tokens; the model takes at most {} ({}). It is "
-                       "refused rather than truncated: shorten it", length, limit.tokens, limit.why);
+                       "refused rather than truncated: shorten it", length, limit.tokens,
+                       limit.table ? "model.max_position_embeddings: its learned absolute position table has no rows "
+                                     "beyond"
+                                   : "attention's scores grow with the square of the length");
   return "";
 }
 
@@ -172,7 +162,7 @@ void run_fill_mask(const FillMaskRequest& req) {
   auto ck = checkpoint::load_checkpoint(req.checkpoint, device);
   const Masking masking(*ck.tokenizer);
   const std::vector<Text> texts = read_texts(req, masking.text);
-  const LengthLimit limit = length_limit(ck.model->positions());
+  const SequenceBound limit = sequence_bound(ck.model->positions());  // eval's bound (tools/eval.h)
   const int64_t k = std::min<int64_t>(req.top_k, ck.tokenizer->vocab_size());
   torch::NoGradGuard no_grad;
   int64_t failed = 0;

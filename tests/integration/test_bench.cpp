@@ -327,6 +327,7 @@ TEST_F(BenchTest, TheMeasurementFrontHasItsThreeModes) {
 // --bandwidth, per call and per step, in the table and one JSON record per op. The rotary's bytes
 // worked out here: q and k read and written, forward and backward, at 16384 tokens x 768 in bf16.
 TEST_F(BenchTest, KernelsPrintsEachFusedOpsFloorAndItsRecord) {
+  write_file(tmp_.str("k.json"), "an earlier run's records");  // replaced whole, nothing left beside it
   auto r = run_roformer("bench kernels --dry-run --bandwidth 1.5e12 --json " + tmp_.str("k.json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* row : {"| residual + dropout + LayerNorm |", "| rotary of q and k |", "| cross-entropy (loss, hits, dlogits) |",
@@ -334,6 +335,8 @@ TEST_F(BenchTest, KernelsPrintsEachFusedOpsFloorAndItsRecord) {
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
   EXPECT_EQ(r.output.find("fused us"), std::string::npos) << "a dry run times nothing\n" << r.output;
   const json records = json::parse(read_file(tmp_.str("k.json")));
+  for (const auto& entry : fs::directory_iterator(tmp_.path()))
+    EXPECT_EQ(entry.path().filename().string().rfind("k.json.", 0), std::string::npos) << entry.path();
   ASSERT_EQ(records.size(), 4u) << records.dump(1);
   const double rotary_bytes = 8.0 * 16384 * 768 * 2;
   bool rotary = false;
